@@ -1,0 +1,32 @@
+#include "backends/mpi/mpi_backend.h"
+
+#include "backends/mpi/mpi_hierarchical_allreduce.h"
+#include "backends/mpi/mpi_ops.h"
+#include "backends/mpi/mpi_world.h"
+#include "core/op_registry.h"
+
+namespace hvd::detail {
+namespace {
+
+// Host collectives over the world's MPI communicators. Owned by the Runtime's backend list.
+class MpiBackend final : public Backend {
+ public:
+  explicit MpiBackend(MpiWorld& world) : world_(world) {}
+  const char* name() const override { return "MPI"; }
+  void register_ops(OpRegistry& registry, OpContext& context) override {
+    // Hierarchical allreduce registers here, ahead of the flat one.
+    if (context.settings.hierarchical_allreduce && world_.local_size() > 1 && world_.cross_size() > 1 &&
+        world_.homogeneous())
+      registry.add(ResponseType::Allreduce, make_mpi_hierarchical_allreduce(world_, context));
+    register_mpi_ops(registry, world_, context);
+  }
+
+ private:
+  MpiWorld& world_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(MpiWorld& world) { return std::make_unique<MpiBackend>(world); }
+
+}  // namespace hvd::detail

@@ -1,0 +1,103 @@
+#include "backends/mpi/mpi_types.h"
+
+#include <string>
+
+#include "core/half.h"
+
+namespace hvd::detail {
+namespace {
+
+enum Slot { kSum = 0, kMin = 1, kMax = 2, kProduct = 3 };
+
+template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float), Slot S>
+void reduce_16(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = ToFloat(a[i]);
+    const float y = ToFloat(b[i]);
+    float r;
+    if constexpr (S == kSum) r = x + y;
+    if constexpr (S == kMin) r = x < y ? x : y;
+    if constexpr (S == kMax) r = x > y ? x : y;
+    if constexpr (S == kProduct) r = x * y;
+    b[i] = FromFloat(r);
+  }
+}
+
+template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
+void create_ops(std::array<MPI_Op, 4>& ops) {
+  MPI_Op_create(&reduce_16<ToFloat, FromFloat, kSum>, 1, &ops[kSum]);
+  MPI_Op_create(&reduce_16<ToFloat, FromFloat, kMin>, 1, &ops[kMin]);
+  MPI_Op_create(&reduce_16<ToFloat, FromFloat, kMax>, 1, &ops[kMax]);
+  MPI_Op_create(&reduce_16<ToFloat, FromFloat, kProduct>, 1, &ops[kProduct]);
+}
+
+int slot_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Average:
+    case ReduceOp::Sum: return kSum;
+    case ReduceOp::Min: return kMin;
+    case ReduceOp::Max: return kMax;
+    case ReduceOp::Product: return kProduct;
+  }
+  return kSum;
+}
+
+}  // namespace
+
+void MpiTypes::create() {
+  if (created_) return;
+  MPI_Type_contiguous(2, MPI_BYTE, &float16_);
+  MPI_Type_commit(&float16_);
+  MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_);
+  MPI_Type_commit(&bfloat16_);
+  create_ops<half_to_float, float_to_half>(float16_ops_);
+  create_ops<bfloat16_to_float, float_to_bfloat16>(bfloat16_ops_);
+  created_ = true;
+}
+
+void MpiTypes::destroy() {
+  if (!created_) return;
+  for (auto& op : float16_ops_) MPI_Op_free(&op);
+  for (auto& op : bfloat16_ops_) MPI_Op_free(&op);
+  MPI_Type_free(&float16_);
+  MPI_Type_free(&bfloat16_);
+  created_ = false;
+}
+
+MPI_Datatype MpiTypes::datatype(DataType dtype) const {
+  switch (dtype) {
+    case DataType::UInt8: return MPI_UINT8_T;
+    case DataType::Int8: return MPI_INT8_T;
+    case DataType::Int32: return MPI_INT32_T;
+    case DataType::Int64: return MPI_INT64_T;
+    case DataType::Float16: return float16_;
+    case DataType::BFloat16: return bfloat16_;
+    case DataType::Float32: return MPI_FLOAT;
+    case DataType::Float64: return MPI_DOUBLE;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op MpiTypes::reduce_op(DataType dtype, ReduceOp op) const {
+  if (dtype == DataType::Float16) return float16_ops_[slot_of(op)];
+  if (dtype == DataType::BFloat16) return bfloat16_ops_[slot_of(op)];
+  switch (op) {
+    case ReduceOp::Average:
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Product: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+std::string mpi_error_message(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(call) + " failed: " + std::string(text, length);
+}
+
+}  // namespace hvd::detail

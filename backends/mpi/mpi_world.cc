@@ -1,0 +1,108 @@
+#include "backends/mpi/mpi_world.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "core/host_scale.h"
+
+namespace hvd::detail {
+namespace {
+
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw std::runtime_error(mpi_error_message(call, code));
+}
+
+int fake_local_size(int size) {
+  const char* raw = std::getenv("HVD_TEST_FAKE_LOCAL_SIZE");
+  if (raw == nullptr || *raw == '\0') return 0;
+  char* end = nullptr;
+  long k = std::strtol(raw, &end, 10);
+  if (*end != '\0' || k <= 0 || size % k != 0)
+    throw std::runtime_error("HVD_TEST_FAKE_LOCAL_SIZE='" + std::string(raw) + "' must be a positive divisor of the " +
+                             std::to_string(size) + " ranks");
+  return static_cast<int>(k);
+}
+
+}  // namespace
+
+MpiWorld::MpiWorld() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (!initialized) {
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    initialized_mpi_ = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw std::runtime_error("MPI provides thread level " + std::to_string(provided) +
+                             " but horovodcpp needs MPI_THREAD_MULTIPLE (its background thread makes MPI calls); "
+                             "initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &global_), "MPI_Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &control_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(global_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(control_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(global_, &rank_);
+  MPI_Comm_size(global_, &size_);
+
+  if (int k = fake_local_size(size_); k > 0)
+    check(MPI_Comm_split(global_, rank_ / k, rank_, &local_), "MPI_Comm_split");
+  else
+    check(MPI_Comm_split_type(global_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_), "MPI_Comm_split_type");
+  MPI_Comm_rank(local_, &local_rank_);
+  MPI_Comm_size(local_, &local_size_);
+  check(MPI_Comm_split(global_, local_rank_, rank_, &cross_), "MPI_Comm_split");
+  MPI_Comm_rank(cross_, &cross_rank_);
+  MPI_Comm_size(cross_, &cross_size_);
+  MPI_Comm_set_errhandler(local_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(cross_, MPI_ERRORS_RETURN);
+
+  int sizes[2] = {local_size_, -local_size_};
+  check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, global_), "MPI_Allreduce");
+  homogeneous_ = sizes[0] == -sizes[1];
+
+  types_.create();
+  control_ = std::make_unique<MpiControlChannel>(control_comm_);
+}
+
+MpiWorld::~MpiWorld() { finalize(); }
+
+MPI_Comm MpiWorld::comm(CommScope scope) const {
+  switch (scope) {
+    case CommScope::Global: return global_;
+    case CommScope::Local: return local_;
+    case CommScope::Cross: return cross_;
+  }
+  return global_;
+}
+
+Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, CommScope scope) {
+  MPI_Comm c = comm(scope);
+  const std::int64_t chunk = std::int64_t{1} << 30;
+  auto* bytes = static_cast<unsigned char*>(buffer);
+  for (std::int64_t offset = 0; offset < count; offset += chunk) {
+    const int n = static_cast<int>(std::min(chunk, count - offset));
+    int code = MPI_Allreduce(MPI_IN_PLACE, bytes + offset * dtype_size(dtype), n, types_.datatype(dtype),
+                             types_.reduce_op(dtype, op), c);
+    if (code != MPI_SUCCESS) return Status::error(mpi_error_message("MPI_Allreduce", code));
+  }
+  if (op == ReduceOp::Average) {
+    int n = 1;
+    MPI_Comm_size(c, &n);
+    scale_host_buffer(buffer, count, dtype, 1.0 / n);
+  }
+  return Status::ok();
+}
+
+void MpiWorld::finalize() {
+  if (finalized_) return;
+  finalized_ = true;
+  types_.destroy();
+  for (MPI_Comm* c : {&global_, &control_comm_, &local_, &cross_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  if (initialized_mpi_) MPI_Finalize();
+}
+
+}  // namespace hvd::detail

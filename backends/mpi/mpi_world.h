@@ -1,0 +1,56 @@
+// The MPI world: initializes MPI (MPI_THREAD_MULTIPLE, unless the application already did),
+// duplicates MPI_COMM_WORLD so our traffic never matches the application's, and derives the
+// topology: local = MPI_Comm_split_type(SHARED), cross = ranks with the same local rank.
+// The test-only variable HVD_TEST_FAKE_LOCAL_SIZE=k instead groups consecutive blocks of k
+// ranks into one "node", so hierarchical code paths are testable on one machine.
+// Created and used on the background thread only; owned by the Runtime.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "backends/mpi/mpi_control_channel.h"
+#include "backends/mpi/mpi_types.h"
+#include "core/world.h"
+
+namespace hvd::detail {
+
+class MpiWorld final : public World {
+ public:
+  MpiWorld();
+  ~MpiWorld() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  int cross_rank() const override { return cross_rank_; }
+  int cross_size() const override { return cross_size_; }
+  bool homogeneous() const override { return homogeneous_; }
+  ControlChannel& control() override { return *control_; }
+  Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
+                        CommScope scope) override;
+  void finalize() override;
+
+  // Communicators for the MPI and NCCL backends (all duplicates owned by this world).
+  MPI_Comm global_comm() const { return global_; }
+  MPI_Comm local_comm() const { return local_; }
+  MPI_Comm cross_comm() const { return cross_; }
+  MPI_Comm comm(CommScope scope) const;
+  const MpiTypes& types() const { return types_; }
+
+ private:
+  bool initialized_mpi_ = false;
+  bool finalized_ = false;
+  MPI_Comm global_ = MPI_COMM_NULL;   // data traffic
+  MPI_Comm control_comm_ = MPI_COMM_NULL;  // negotiation traffic
+  MPI_Comm local_ = MPI_COMM_NULL;
+  MPI_Comm cross_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
+  bool homogeneous_ = true;
+  std::unique_ptr<MpiControlChannel> control_;
+  MpiTypes types_;
+};
+
+}  // namespace hvd::detail

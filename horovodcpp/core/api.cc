@@ -1,0 +1,257 @@
+// The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
+// before anything is sent), then an enqueue on the one Runtime.
+#include <memory>
+#include <mutex>
+
+#include "core/backend.h"
+#include "core/runtime.h"
+#include "horovodcpp/horovod.h"
+
+namespace hvd {
+namespace {
+
+std::mutex g_mutex;
+std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init
+
+detail::Runtime& runtime(const std::string& caller) {
+  if (!g_runtime) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
+  if (!g_runtime->running())
+    throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
+  return *g_runtime;
+}
+
+void check_name(const std::string& op, const std::string& name) {
+  if (name.rfind("__hvd_", 0) == 0)
+    throw Error(op + ": tensor name '" + name + "' is reserved (names starting with __hvd_ are internal)");
+}
+
+void check_input(const std::string& op, const std::string& name, const TensorPtr& t) {
+  if (!t) throw Error(op + " of '" + name + "': the input tensor is null");
+  for (auto d : t->shape())
+    if (d < 0) throw Error(op + " of '" + name + "': negative dimension in shape " + shape_string(t->shape()));
+  if (t->data() == nullptr && t->num_elements() > 0)
+    throw Error(op + " of '" + name + "': the input has no data");
+}
+
+void check_output(const std::string& op, const std::string& name, const TensorPtr& in, const TensorPtr& out) {
+  if (!out) throw Error(op + " of '" + name + "': the output tensor is null");
+  if (out->dtype() != in->dtype() || out->num_elements() != in->num_elements())
+    throw Error(op + " of '" + name + "': output " + dtype_name(out->dtype()) + shape_string(out->shape()) +
+                " does not match input " + dtype_name(in->dtype()) + shape_string(in->shape()));
+  if (out->device() != in->device())
+    throw Error(op + " of '" + name + "': output is on device " + std::to_string(out->device()) +
+                " but input is on device " + std::to_string(in->device()));
+}
+
+detail::TensorTableEntry make_entry(detail::RequestType type, const std::string& name, TensorPtr input,
+                                    TensorPtr output, ReadyEventPtr ready) {
+  detail::TensorTableEntry e;
+  e.name = name;
+  e.type = type;
+  e.device = input ? input->device() : kCpuDevice;
+  e.input = std::move(input);
+  e.output = std::move(output);
+  e.ready = std::move(ready);
+  return e;
+}
+
+detail::Request make_request(const detail::TensorTableEntry& e) {
+  detail::Request r;
+  r.type = e.type;
+  r.name = e.name;
+  if (e.input) {
+    r.dtype = e.input->dtype();
+    r.shape = e.input->shape();
+  }
+  r.device = e.device;
+  r.reduce_op = e.reduce_op;
+  r.prescale_factor = e.prescale_factor;
+  r.postscale_factor = e.postscale_factor;
+  r.root = e.root;
+  return r;
+}
+
+Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e) {
+  detail::Request r = make_request(e);
+  std::vector<detail::TensorTableEntry> entries;
+  entries.push_back(std::move(e));
+  return Handle(rt.enqueue(std::move(entries), {std::move(r)}));
+}
+
+std::string name_or_generated(detail::Runtime& rt, const std::string& name, const char* prefix) {
+  check_name(prefix, name);
+  return name.empty() ? rt.generate_name(prefix) : name;
+}
+
+}  // namespace
+
+void init() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime && g_runtime->running()) return;
+  if (g_runtime)
+    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process");
+  auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
+  rt->start();
+  g_runtime = std::move(rt);
+}
+
+void shutdown() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime) g_runtime->stop();
+}
+
+bool is_initialized() { return g_runtime && g_runtime->running(); }
+
+int rank() { return runtime("hvd::rank()").topology().rank; }
+int size() { return runtime("hvd::size()").topology().size; }
+int local_rank() { return runtime("hvd::local_rank()").topology().local_rank; }
+int local_size() { return runtime("hvd::local_size()").topology().local_size; }
+int cross_rank() { return runtime("hvd::cross_rank()").topology().cross_rank; }
+int cross_size() { return runtime("hvd::cross_size()").topology().cross_size; }
+
+bool mpi_built() { return detail::compiled_features().mpi; }
+bool nccl_built() { return detail::compiled_features().nccl; }
+bool cuda_built() { return detail::compiled_features().cuda; }
+
+Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions& options, ReadyEventPtr ready) {
+  auto& rt = runtime("hvd::allreduce");
+  const std::string name = name_or_generated(rt, options.name, "allreduce");
+  check_input("allreduce", name, input);
+  check_output("allreduce", name, input, output);
+  auto e = make_entry(detail::RequestType::Allreduce, name, std::move(input), std::move(output), std::move(ready));
+  e.reduce_op = options.op;
+  e.prescale_factor = options.prescale_factor;
+  e.postscale_factor = options.postscale_factor;
+  return enqueue_one(rt, std::move(e));
+}
+
+Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
+                               const AllreduceOptions& options, std::vector<ReadyEventPtr> ready) {
+  auto& rt = runtime("hvd::grouped_allreduce");
+  const std::string group = name_or_generated(rt, options.name, "grouped_allreduce");
+  if (inputs.empty()) throw Error("grouped_allreduce '" + group + "': no tensors given");
+  if (outputs.size() != inputs.size())
+    throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
+                std::to_string(outputs.size()) + " outputs");
+  if (!ready.empty() && ready.size() != inputs.size())
+    throw Error("grouped_allreduce '" + group + "': " + std::to_string(ready.size()) + " ready events for " +
+                std::to_string(inputs.size()) + " tensors");
+  std::vector<detail::TensorTableEntry> entries;
+  std::vector<detail::Request> requests;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = group + "." + std::to_string(i);
+    check_input("grouped_allreduce", name, inputs[i]);
+    check_output("grouped_allreduce", name, inputs[i], outputs[i]);
+    auto e = make_entry(detail::RequestType::Allreduce, name, inputs[i], outputs[i],
+                        ready.empty() ? nullptr : ready[i]);
+    e.reduce_op = options.op;
+    e.prescale_factor = options.prescale_factor;
+    e.postscale_factor = options.postscale_factor;
+    detail::Request r = make_request(e);
+    r.group = group;
+    r.group_size = static_cast<int>(inputs.size());
+    requests.push_back(std::move(r));
+    entries.push_back(std::move(e));
+  }
+  return Handle(rt.enqueue(std::move(entries), std::move(requests)));
+}
+
+Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const AllgatherOptions& options,
+                       ReadyEventPtr ready) {
+  auto& rt = runtime("hvd::allgather");
+  const std::string name = name_or_generated(rt, options.name, "allgather");
+  check_input("allgather", name, input);
+  if (input->shape().empty())
+    throw Error("allgather of '" + name + "': the input is a scalar; allgather needs at least one dimension");
+  auto e = make_entry(detail::RequestType::Allgather, name, std::move(input), nullptr, std::move(ready));
+  e.allocate_output = std::move(allocate_output);
+  return enqueue_one(rt, std::move(e));
+}
+
+Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options, ReadyEventPtr ready) {
+  auto& rt = runtime("hvd::broadcast");
+  const std::string name = name_or_generated(rt, options.name, "broadcast");
+  check_input("broadcast", name, input);
+  check_output("broadcast", name, input, output);
+  const int size = rt.topology().size;
+  if (options.root < 0 || options.root >= size)
+    throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
+                std::to_string(size) + ")");
+  auto e = make_entry(detail::RequestType::Broadcast, name, std::move(input), std::move(output), std::move(ready));
+  e.root = options.root;
+  return enqueue_one(rt, std::move(e));
+}
+
+Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const AlltoallOptions& options,
+                      ReadyEventPtr ready) {
+  auto& rt = runtime("hvd::alltoall");
+  const std::string name = name_or_generated(rt, options.name, "alltoall");
+  check_input("alltoall", name, input);
+  if (input->shape().empty()) throw Error("alltoall of '" + name + "': the input is a scalar; it needs a first dimension");
+  const int size = rt.topology().size;
+  const std::int64_t rows = input->shape().front();
+  std::vector<std::int64_t> splits = options.splits;
+  if (splits.empty()) {
+    if (rows % size != 0)
+      throw Error("alltoall of '" + name + "': first dimension " + std::to_string(rows) +
+                  " is not divisible by the " + std::to_string(size) + " ranks; pass splits");
+    splits.assign(size, rows / size);
+  }
+  if (static_cast<int>(splits.size()) != size)
+    throw Error("alltoall of '" + name + "': " + std::to_string(splits.size()) + " splits for " +
+                std::to_string(size) + " ranks");
+  std::int64_t total = 0;
+  for (auto s : splits) {
+    if (s < 0) throw Error("alltoall of '" + name + "': negative split " + std::to_string(s));
+    total += s;
+  }
+  if (total != rows)
+    throw Error("alltoall of '" + name + "': splits sum to " + std::to_string(total) + " but the first dimension is " +
+                std::to_string(rows));
+  auto e = make_entry(detail::RequestType::Alltoall, name, std::move(input), nullptr, std::move(ready));
+  e.allocate_output = std::move(allocate_output);
+  e.splits = std::move(splits);
+  return enqueue_one(rt, std::move(e));
+}
+
+Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, const ReducescatterOptions& options,
+                           ReadyEventPtr ready) {
+  auto& rt = runtime("hvd::reducescatter");
+  const std::string name = name_or_generated(rt, options.name, "reducescatter");
+  check_input("reducescatter", name, input);
+  if (input->shape().empty())
+    throw Error("reducescatter of '" + name + "': the input is a scalar; it needs a first dimension");
+  auto e = make_entry(detail::RequestType::Reducescatter, name, std::move(input), nullptr, std::move(ready));
+  e.allocate_output = std::move(allocate_output);
+  e.reduce_op = options.op;
+  e.prescale_factor = options.prescale_factor;
+  e.postscale_factor = options.postscale_factor;
+  return enqueue_one(rt, std::move(e));
+}
+
+void barrier() {
+  auto& rt = runtime("hvd::barrier()");
+  auto e = make_entry(detail::RequestType::Barrier, rt.generate_name(detail::kBarrierTensorPrefix), nullptr, nullptr,
+                      nullptr);
+  enqueue_one(rt, std::move(e)).wait();
+}
+
+int join() {
+  auto& rt = runtime("hvd::join()");
+  auto e = make_entry(detail::RequestType::Join, detail::kJoinTensorName, nullptr, nullptr, nullptr);
+  detail::Request r = make_request(e);
+  std::vector<detail::TensorTableEntry> entries;
+  entries.push_back(std::move(e));
+  auto state = rt.enqueue(std::move(entries), {std::move(r)});
+  Handle(state).wait();
+  return state->join_result;
+}
+
+void start_timeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) throw Error("hvd::start_timeline: the path is empty");
+  runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
+}
+
+void stop_timeline() { runtime("hvd::stop_timeline").timeline().stop(); }
+
+}  // namespace hvd

@@ -1,0 +1,38 @@
+// What a backend provides to the core. The list of backends compiled into this build lives
+// outside the core (backends/compiled_backends.cc), so the core never includes a backend header.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/collective_op.h"
+#include "core/world.h"
+
+namespace hvd::detail {
+
+class OpRegistry;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Called once on the background thread after the world exists; adds this backend's ops.
+  virtual void register_ops(OpRegistry& registry, OpContext& context) = 0;
+  // Called on the background thread before the world is finalized.
+  virtual void shutdown() {}
+};
+
+struct BuildFeatures {
+  bool mpi = false;
+  bool nccl = false;
+  bool cuda = false;
+};
+
+// Defined in backends/compiled_backends.cc.
+BuildFeatures compiled_features();
+std::unique_ptr<World> create_world();  // initializes the transport; background thread only
+// Ordered by preference: device backends first, so NCCL wins over MPI for GPU tensors.
+std::vector<std::unique_ptr<Backend>> create_backends(World& world);
+
+}  // namespace hvd::detail

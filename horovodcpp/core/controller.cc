@@ -1,0 +1,340 @@
+#include "core/controller.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/codec.h"
+#include "core/fusion.h"
+#include "core/logging.h"
+#include "core/request_checks.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+namespace {
+
+// Flags travel inverted in word 0 of the AND, so that the AND computes their OR.
+constexpr std::uint64_t kFlagUncached = 1;
+constexpr std::uint64_t kFlagShutdown = 2;
+constexpr std::uint64_t kFlagJoined = 4;
+constexpr std::uint64_t kFlagCoordinatorDue = 8;
+
+// How often the coordinator forces a slow-path cycle so it can inspect stalls while no rank
+// has anything new to say.
+constexpr auto kStallCheckInterval = std::chrono::seconds(1);
+
+bool cacheable(const Request& r) {
+  return r.type != RequestType::Join && r.type != RequestType::Barrier;
+}
+
+void set_bit(std::vector<std::uint64_t>& words, std::size_t offset, std::size_t bit) {
+  words[offset + bit / 64] |= (std::uint64_t{1} << (bit % 64));
+}
+
+bool get_bit(const std::vector<std::uint64_t>& words, std::size_t offset, std::size_t bit) {
+  return (words[offset + bit / 64] >> (bit % 64)) & 1;
+}
+
+}  // namespace
+
+Controller::Controller(ControlChannel& channel, ControllerOptions options, Timeline* timeline)
+    : channel_(channel),
+      options_(options),
+      timeline_(timeline),
+      cache_(options.cache_capacity),
+      stall_inspector_(options.stall) {}
+
+ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown) {
+  ++stats_.cycles;
+  std::vector<Request> uncached = std::move(deferred_uncached_);
+  deferred_uncached_.clear();
+  std::vector<int> invalid_slots;
+  classify(std::move(new_requests), &uncached, &invalid_slots);
+
+  const Agreement agreement = agree(!uncached.empty(), shutdown, invalid_slots);
+
+  // Responses in an order identical on every rank: cache hits by slot, then the coordinator's.
+  std::vector<Response> responses = take_cache_hits(agreement, &uncached);
+  const bool any_invalid = std::find(agreement.invalid.begin(), agreement.invalid.end(), true) !=
+                           agreement.invalid.end();
+  ResponseList result;
+  if (agreement.uncached || any_invalid || agreement.joined || agreement.coordinator_due) {
+    ResponseList negotiated = run_slow_path(std::move(uncached), agreement.joined);
+    for (auto& r : negotiated.responses) responses.push_back(std::move(r));
+    result.shutdown_reason = std::move(negotiated.shutdown_reason);
+    if (!result.shutdown_reason.empty()) result.shutdown = true;
+  }
+  result.shutdown = result.shutdown || agreement.shutdown;
+  result.responses = fuse_responses(std::move(responses), options_.fusion_threshold_bytes);
+  return result;
+}
+
+void Controller::classify(std::vector<Request> requests, std::vector<Request>* uncached,
+                          std::vector<int>* invalid_slots) {
+  const auto now = Clock::now();
+  for (auto& r : requests) {
+    if (r.type == RequestType::Join) joined_ = true;
+    if (timeline_ != nullptr) {
+      timeline_->negotiate_start(r.name, request_type_name(r.type));
+      timeline_->negotiate_rank_ready(r.name, channel_.rank());
+    }
+    auto lookup = cacheable(r) ? cache_.lookup(r) : ResponseCache::Lookup::Miss;
+    if (lookup == ResponseCache::Lookup::Hit) {
+      pending_cached_.push_back({std::move(r), now});
+      continue;
+    }
+    if (lookup == ResponseCache::Lookup::Invalid) invalid_slots->push_back(*cache_.slot_of(r.name));
+    uncached->push_back(std::move(r));
+  }
+  // A cached request waiting too long goes to the coordinator, whose stall inspector can see it.
+  if (stall_inspector_.options().enabled) {
+    const double move_after = std::min(stall_inspector_.options().warning_seconds / 2, 5.0);
+    for (const auto& p : pending_cached_) {
+      if (std::chrono::duration<double>(now - p.since).count() >= move_after)
+        invalid_slots->push_back(*cache_.slot_of(p.request.name));
+    }
+  }
+}
+
+Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
+                                        const std::vector<int>& invalid_slots) {
+  const std::size_t slots = cache_.slot_count();
+  const std::size_t words = (slots + 63) / 64;
+  std::vector<std::uint64_t> bits(1 + 2 * words, 0);
+  std::uint64_t flags = 0;
+  if (any_uncached) flags |= kFlagUncached;
+  if (shutdown) flags |= kFlagShutdown;
+  if (joined_) flags |= kFlagJoined;
+  if (channel_.rank() == 0 && stall_inspector_.options().enabled && !table_.empty() &&
+      Clock::now() - last_stall_check_ >= kStallCheckInterval)
+    flags |= kFlagCoordinatorDue;
+  bits[0] = flags;
+  for (int slot : invalid_slots) set_bit(bits, 1, slot);
+  for (std::size_t w = 0; w < 1 + words; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
+  for (const auto& p : pending_cached_) set_bit(bits, 1 + words, *cache_.slot_of(p.request.name));
+
+  channel_.bitwise_and(bits);
+
+  Agreement a;
+  const std::uint64_t any = ~bits[0];
+  a.uncached = any & kFlagUncached;
+  a.shutdown = any & kFlagShutdown;
+  a.joined = any & kFlagJoined;
+  a.coordinator_due = any & kFlagCoordinatorDue;
+  a.invalid.resize(slots);
+  a.ready.resize(slots);
+  for (std::size_t s = 0; s < slots; ++s) {
+    a.invalid[s] = !get_bit(bits, 1, s);
+    a.ready[s] = get_bit(bits, 1 + words, s) && !a.invalid[s];
+  }
+  return a;
+}
+
+std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
+                                                  std::vector<Request>* uncached) {
+  // Requests on invalidated slots, or any cached request while a rank has joined, go the slow way.
+  std::vector<PendingCached> keep;
+  std::vector<std::pair<int, Request>> hits;
+  for (auto& p : pending_cached_) {
+    const int slot = *cache_.slot_of(p.request.name);
+    if (agreement.invalid[slot] || agreement.joined) {
+      uncached->push_back(std::move(p.request));
+    } else if (agreement.ready[slot]) {
+      hits.emplace_back(slot, std::move(p.request));
+    } else {
+      keep.push_back(std::move(p));
+    }
+  }
+  pending_cached_ = std::move(keep);
+  std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  std::vector<Response> responses;
+  for (const auto& [slot, request] : hits) {
+    responses.push_back(cache_.response_at(slot));
+    cache_.touch(slot);
+    ++stats_.cache_hits;
+    if (timeline_ != nullptr) timeline_->negotiate_end(request.name);
+  }
+  for (std::size_t s = 0; s < agreement.invalid.size(); ++s) {
+    if (!agreement.invalid[s]) continue;
+    cache_.erase(static_cast<int>(s));
+    ++stats_.cache_invalidations;
+  }
+  return responses;
+}
+
+ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joined_anywhere) {
+  ++stats_.slow_path_cycles;
+  RequestList mine;
+  for (auto& r : uncached) {
+    r.rank = channel_.rank();
+    sent_[r.name] = r;
+  }
+  mine.requests = std::move(uncached);
+  auto gathered = channel_.gather(encode(mine));
+
+  std::vector<std::uint8_t> reply;
+  if (channel_.rank() == 0) reply = encode(coordinate(gathered));
+  reply = channel_.broadcast(reply);
+  ResponseList list = decode_response_list(reply.data(), reply.size());
+
+  for (const auto& response : list.responses) {
+    if (response.type == ResponseType::Join) joined_ = false;
+    for (const auto& name : response.names) {
+      auto it = sent_.find(name);
+      if (timeline_ != nullptr && it != sent_.end()) timeline_->negotiate_end(name);
+      // Every rank puts the same responses in the same order, so cache slots agree. While a
+      // rank has joined it lacks the requests, so nobody caches.
+      if (!joined_anywhere && it != sent_.end() && cacheable(it->second) &&
+          response.type != ResponseType::Error && response.names.size() == 1)
+        cache_.put(it->second, response);
+      if (it != sent_.end()) sent_.erase(it);
+    }
+  }
+  revalidate_pending();
+  return list;
+}
+
+// A put may have evicted the slot a pending cached request points at: resend it next cycle.
+void Controller::revalidate_pending() {
+  std::vector<PendingCached> keep;
+  for (auto& p : pending_cached_) {
+    if (cache_.lookup(p.request) == ResponseCache::Lookup::Hit)
+      keep.push_back(std::move(p));
+    else
+      deferred_uncached_.push_back(std::move(p.request));
+  }
+  pending_cached_ = std::move(keep);
+}
+
+ResponseList Controller::coordinate(const std::vector<std::vector<std::uint8_t>>& gathered) {
+  ResponseList out;
+  std::vector<std::string> became_ready;
+  std::vector<Request> arrivals;
+  for (std::size_t rank = 0; rank < gathered.size(); ++rank) {
+    RequestList list;
+    try {
+      list = decode_request_list(gathered[rank].data(), gathered[rank].size());
+    } catch (const CodecError& e) {
+      out.shutdown_reason = "corrupt negotiation message from rank " + std::to_string(rank) + ": " + e.what();
+      return out;
+    }
+    for (auto& r : list.requests) arrivals.push_back(std::move(r));
+  }
+  // Joins first: a join in this batch may complete tensors that arrived earlier.
+  for (auto& r : arrivals)
+    if (r.type == RequestType::Join) accept(r, &became_ready);
+  for (auto& r : arrivals)
+    if (r.type != RequestType::Join) accept(std::move(r), &became_ready);
+  if (!joined_ranks_.empty()) {
+    for (const auto& name : arrival_order_)
+      if (std::find(became_ready.begin(), became_ready.end(), name) == became_ready.end() &&
+          is_ready(table_.at(name)))
+        became_ready.push_back(name);
+  }
+  for (const auto& name : became_ready) release(name, &out.responses);
+
+  if (static_cast<int>(joined_ranks_.size()) == channel_.size()) {
+    Response join;
+    join.type = ResponseType::Join;
+    join.names = {kJoinTensorName};
+    join.last_joined_rank = last_joined_rank_;
+    out.responses.push_back(join);
+    joined_ranks_.clear();
+  }
+  out.shutdown_reason = inspect_stalls();
+  if (!out.shutdown_reason.empty()) out.shutdown = true;
+  return out;
+}
+
+void Controller::accept(Request request, std::vector<std::string>* became_ready) {
+  if (request.type == RequestType::Join) {
+    joined_ranks_.insert(request.rank);
+    last_joined_rank_ = request.rank;
+    return;
+  }
+  if (timeline_ != nullptr && request.rank != 0) timeline_->negotiate_rank_ready(request.name, request.rank);
+  auto [it, inserted] = table_.try_emplace(request.name);
+  for (const auto& existing : it->second.requests)
+    if (existing.rank == request.rank) return;  // a rank reports a name once; ignore repeats
+  if (inserted) {
+    it->second.first_seen = Clock::now();
+    arrival_order_.push_back(request.name);
+  }
+  it->second.requests.push_back(std::move(request));
+  if (is_ready(it->second)) became_ready->push_back(it->first);
+}
+
+bool Controller::is_ready(const TableEntry& entry) const {
+  std::set<int> ranks(joined_ranks_);
+  for (const auto& r : entry.requests) ranks.insert(r.rank);
+  return static_cast<int>(ranks.size()) == channel_.size();
+}
+
+Response Controller::build_response(const std::string& name, const TableEntry& entry) const {
+  std::vector<int> joined(joined_ranks_.begin(), joined_ranks_.end());
+  std::string error = check_requests(entry.requests, channel_.size(), joined);
+  Response r;
+  r.names = {name};
+  if (!error.empty()) {
+    r.type = ResponseType::Error;
+    r.error = std::move(error);
+    return r;
+  }
+  const Request& first = entry.requests.front();
+  r.type = response_type_for(first.type);
+  r.shapes = {first.shape};
+  r.dtype = first.dtype;
+  r.device = first.device;
+  r.reduce_op = first.reduce_op;
+  r.prescale_factor = first.prescale_factor;
+  r.postscale_factor = first.postscale_factor;
+  r.root = first.root;
+  if (first.type == RequestType::Allgather) {
+    r.first_dims.assign(channel_.size(), 0);
+    for (const auto& req : entry.requests) r.first_dims[req.rank] = req.shape.front();
+  }
+  return r;
+}
+
+// Emits the response for a ready name; a grouped tensor waits until its whole group is ready.
+void Controller::release(const std::string& name, std::vector<Response>* out) {
+  auto it = table_.find(name);
+  const Request& first = it->second.requests.front();
+  std::vector<std::string> names{name};
+  if (!first.group.empty()) {
+    auto& members = ready_groups_[first.group];
+    members.push_back(name);
+    if (static_cast<int>(members.size()) < first.group_size) return;
+    names = std::move(members);
+    ready_groups_.erase(first.group);
+  }
+  for (const auto& n : names) {
+    auto entry = table_.find(n);
+    out->push_back(build_response(n, entry->second));
+    stall_inspector_.forget(n);
+    table_.erase(entry);
+    arrival_order_.erase(std::find(arrival_order_.begin(), arrival_order_.end(), n));
+  }
+}
+
+std::string Controller::inspect_stalls() {
+  last_stall_check_ = Clock::now();
+  if (!stall_inspector_.options().enabled || table_.empty()) return {};
+  std::vector<StalledTensor> pending;
+  for (const auto& name : arrival_order_) {
+    const TableEntry& entry = table_.at(name);
+    std::set<int> present(joined_ranks_);
+    for (const auto& r : entry.requests) present.insert(r.rank);
+    StalledTensor s;
+    s.name = name;
+    for (int rank = 0; rank < channel_.size(); ++rank)
+      if (!present.count(rank)) s.missing_ranks.push_back(rank);
+    s.waited_seconds = std::chrono::duration<double>(last_stall_check_ - entry.first_seen).count();
+    pending.push_back(std::move(s));
+  }
+  std::string fatal = stall_inspector_.inspect(pending);
+  if (!fatal.empty()) stall_error_ = fatal;
+  return fatal;
+}
+
+}  // namespace hvd::detail

@@ -1,0 +1,127 @@
+// Decides, once per background cycle, which tensors are ready on every rank, and returns the
+// same ordered ResponseList on every rank. Knows nothing of MPI: it talks through a
+// ControlChannel. Used only by the background thread; owned by the Runtime.
+//
+// One cycle (compute_response_list):
+//  1. The requests popped from the local queue this cycle are split: a request whose name and
+//     parameters match a response-cache entry only sets that entry's bit; the rest are
+//     "uncached" and go to the coordinator in step 3.
+//  2. One bitwise AND across ranks carries: the cache bits (an entry is ready when every rank set
+//     it), and, inverted so that AND acts as OR, the flags "some rank has uncached requests",
+//     "some rank wants shutdown", "some rank has joined", and one "invalidate" bit per entry
+//     (a rank saw a request with that name but different parameters, or its cached request is
+//     stalled). Invalidated entries are evicted on every rank and their pending requests re-sent
+//     as uncached. While any rank has joined, the cache is bypassed.
+//  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
+//     The coordinator adds them to its message table, checks each name for consistency across
+//     ranks (type, dtype, shape, reduce op, root, scale factors, device) and emits a response
+//     per name that every (non-joined) rank has submitted, in the order they became ready, or
+//     an Error response naming the tensor and the differing ranks and values. It broadcasts
+//     that list to every rank.
+//  4. Every rank builds the final list: cache hits (in cache-bit order), then the coordinator's
+//     responses; puts the new responses in the cache (same order everywhere, so every cache
+//     holds the same slots); then fuses allreduces up to the fusion threshold.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/control_channel.h"
+#include "core/message.h"
+#include "core/response_cache.h"
+#include "core/stall_inspector.h"
+
+namespace hvd {
+class Timeline;
+}
+
+namespace hvd::detail {
+
+struct ControllerOptions {
+  std::int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
+  std::int64_t cache_capacity = 1024;
+  StallOptions stall;
+};
+
+// Counters for tests and benchmarks.
+struct ControllerStats {
+  std::uint64_t cycles = 0;
+  std::uint64_t slow_path_cycles = 0;  // cycles that gathered requests to the coordinator
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_invalidations = 0;
+};
+
+class Controller {
+ public:
+  Controller(ControlChannel& channel, ControllerOptions options, Timeline* timeline = nullptr);
+
+  // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
+  // result's `shutdown` is true when any rank wished it (the caller then stops after executing
+  // the responses). Collective: every rank must call it once per cycle.
+  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
+
+  const ControllerStats& stats() const { return stats_; }
+  const ResponseCache& cache() const { return cache_; }
+  // A stall shutdown happened: the message names the tensors and the missing ranks.
+  const std::string& stall_error() const { return stall_error_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct PendingCached {
+    Request request;
+    Clock::time_point since;
+  };
+  struct TableEntry {
+    std::vector<Request> requests;  // one per submitting rank, in arrival order
+    Clock::time_point first_seen;
+  };
+  struct Agreement {  // what the cycle's one bitwise AND established
+    bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
+    std::vector<bool> invalid;  // per cache slot
+    std::vector<bool> ready;    // per cache slot
+  };
+
+  void classify(std::vector<Request> requests, std::vector<Request>* uncached,
+                std::vector<int>* invalid_slots);
+  Agreement agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots);
+  std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
+  ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
+  void revalidate_pending();
+
+  // Coordinator (rank 0) only.
+  ResponseList coordinate(const std::vector<std::vector<std::uint8_t>>& gathered);
+  void accept(Request request, std::vector<std::string>* became_ready);
+  bool is_ready(const TableEntry& entry) const;
+  Response build_response(const std::string& name, const TableEntry& entry) const;
+  void release(const std::string& name, std::vector<Response>* out);
+  std::string inspect_stalls();
+
+  ControlChannel& channel_;
+  ControllerOptions options_;
+  Timeline* timeline_;
+  ResponseCache cache_;
+  StallInspector stall_inspector_;
+  ControllerStats stats_;
+
+  // Rank-local state.
+  std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit
+  std::vector<Request> deferred_uncached_;     // lost their cache slot; sent next cycle
+  std::map<std::string, Request> sent_;        // uncached requests awaiting a response
+  bool joined_ = false;                        // this rank has a JOIN in flight
+
+  // Coordinator state.
+  std::map<std::string, TableEntry> table_;
+  std::vector<std::string> arrival_order_;  // names in the order their first request arrived
+  std::map<std::string, std::vector<std::string>> ready_groups_;  // group -> ready members
+  std::set<int> joined_ranks_;
+  int last_joined_rank_ = -1;
+  Clock::time_point last_stall_check_ = Clock::now();
+  std::string stall_error_;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,32 @@
+// The shared state behind hvd::Handle: completed once by whichever thread finishes the last
+// entry (background thread or GPU finalizer), waited on by user threads.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "core/status.h"
+#include "horovodcpp/horovod.h"
+
+namespace hvd::detail {
+
+struct HandleState {
+  explicit HandleState(int entries) : pending(entries), outputs(entries) {}
+
+  // Records one entry's outcome; the first failure wins. Thread-safe.
+  void complete_entry(int index, const Status& status, TensorPtr output);
+  bool done() const;
+  Status wait() const;
+
+  mutable std::mutex mutex;
+  mutable std::condition_variable cv;
+  int pending;
+  Status status = Status::ok();
+  std::vector<TensorPtr> outputs;
+  std::vector<std::int64_t> received_splits;  // alltoall
+  int join_result = -1;                       // join
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,44 @@
+#include "core/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+
+namespace hvd::detail {
+namespace {
+
+std::shared_ptr<spdlog::logger> logger() {
+  static std::once_flag once;
+  static std::shared_ptr<spdlog::logger> instance;
+  std::call_once(once, [] {
+    instance = spdlog::stderr_color_mt("horovodcpp");
+    instance->set_pattern("[%H:%M:%S.%e] [horovodcpp] [%l] %v");
+    instance->set_level(spdlog::level::warn);
+  });
+  return instance;
+}
+
+spdlog::level::level_enum parse_level(const std::string& level) {
+  if (level == "trace") return spdlog::level::trace;
+  if (level == "debug") return spdlog::level::debug;
+  if (level == "info") return spdlog::level::info;
+  if (level == "error") return spdlog::level::err;
+  if (level == "fatal") return spdlog::level::critical;
+  return spdlog::level::warn;
+}
+
+}  // namespace
+
+void configure_logging(int rank, const std::string& level) {
+  auto log = logger();
+  log->set_pattern("[%H:%M:%S.%e] [horovodcpp rank " + std::to_string(rank) + "] [%l] %v");
+  log->set_level(parse_level(level));
+}
+
+void log_debug(const std::string& message) { logger()->debug(message); }
+void log_info(const std::string& message) { logger()->info(message); }
+void log_warn(const std::string& message) { logger()->warn(message); }
+void log_error(const std::string& message) { logger()->error(message); }
+
+}  // namespace hvd::detail

@@ -1,0 +1,15 @@
+// Runtime logging through spdlog: one logger whose lines carry the rank once it is known, at the
+// level from HOROVOD_LOG_LEVEL. Thread-safe.
+#pragma once
+
+#include <string>
+
+namespace hvd::detail {
+
+void configure_logging(int rank, const std::string& level);  // level: trace..fatal
+void log_debug(const std::string& message);
+void log_info(const std::string& message);
+void log_warn(const std::string& message);
+void log_error(const std::string& message);
+
+}  // namespace hvd::detail

@@ -1,0 +1,72 @@
+// The negotiation messages: a Request says "this rank is ready to run this collective on this
+// tensor"; a Response tells every rank what to run, in an order identical on all ranks.
+// Plain data; encoded on the wire by codec.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "horovodcpp/horovod.h"
+
+namespace hvd::detail {
+
+enum class RequestType : std::uint8_t { Allreduce, Allgather, Broadcast, Alltoall, Reducescatter, Join, Barrier };
+enum class ResponseType : std::uint8_t { Allreduce, Allgather, Broadcast, Alltoall, Reducescatter, Join, Barrier, Error };
+
+// Reserved names for the requests behind hvd::join() and hvd::barrier().
+constexpr const char* kJoinTensorName = "__hvd_join";
+constexpr const char* kBarrierTensorPrefix = "__hvd_barrier";
+
+const char* request_type_name(RequestType type);    // "ALLREDUCE"
+const char* response_type_name(ResponseType type);  // "ALLREDUCE", ..., "ERROR"
+ResponseType response_type_for(RequestType type);
+
+struct Request {
+  std::int32_t rank = 0;
+  RequestType type = RequestType::Allreduce;
+  std::string name;
+  DataType dtype = DataType::Float32;
+  TensorShape shape;
+  std::int32_t device = kCpuDevice;
+  ReduceOp reduce_op = ReduceOp::Sum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  std::int32_t root = 0;
+  std::string group;  // non-empty for grouped allreduce: every member carries the group's name
+  std::int32_t group_size = 0;
+
+  bool operator==(const Request& other) const;
+  bool operator!=(const Request& other) const { return !(*this == other); }
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;
+};
+
+struct Response {
+  ResponseType type = ResponseType::Allreduce;
+  std::vector<std::string> names;  // several when fused
+  std::vector<TensorShape> shapes;  // one per name: lets joined ranks contribute zeros
+  std::vector<std::int64_t> first_dims;  // allgather: first dimension on each rank
+  DataType dtype = DataType::Float32;
+  std::int32_t device = kCpuDevice;
+  ReduceOp reduce_op = ReduceOp::Sum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  std::int32_t root = 0;
+  std::string error;  // ResponseType::Error
+  std::int32_t last_joined_rank = -1;  // ResponseType::Join
+
+  std::int64_t total_bytes() const;  // sum over tensors of elements * dtype size
+  bool operator==(const Response& other) const;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;
+  std::string shutdown_reason;  // set when the runtime stops for a reason other than a request
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,255 @@
+#include "core/runtime.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/logging.h"
+
+namespace hvd::detail {
+namespace {
+
+TimelineArgs tensor_args(const TensorTableEntry& e, const Response& response) {
+  TimelineArgs args;
+  if (e.input) {
+    args.emplace_back("dtype", dtype_name(e.input->dtype()));
+    args.emplace_back("shape", shape_string(e.input->shape()));
+    args.emplace_back("bytes", std::to_string(e.input->size_bytes()));
+  }
+  if (response.names.size() > 1)
+    args.emplace_back("fused_with", std::to_string(response.names.size()) + " tensors, " +
+                                        std::to_string(response.total_bytes()) + " bytes, first '" +
+                                        response.names.front() + "'");
+  return args;
+}
+
+std::string joined_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " tensors)";
+  return out;
+}
+
+}  // namespace
+
+Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {}
+
+Runtime::~Runtime() {
+  if (thread_.joinable()) {
+    shutdown_requested_ = true;
+    thread_.join();
+  }
+}
+
+void Runtime::start() {
+  thread_ = std::thread([this] { background_main(); });
+  std::unique_lock<std::mutex> lock(init_mutex_);
+  init_cv_.wait(lock, [this] { return init_done_; });
+  if (!init_error_.empty()) {
+    lock.unlock();
+    thread_.join();
+    throw Error(init_error_);
+  }
+}
+
+void Runtime::stop() {
+  shutdown_requested_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Runtime::background_main() {
+  pthread_setname_np(pthread_self(), "hvd-background");
+  try {
+    initialize_on_background_thread();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(init_mutex_);
+    init_error_ = std::string("hvd::init() failed: ") + e.what();
+    init_done_ = true;
+    init_cv_.notify_all();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(init_mutex_);
+    running_ = true;
+    init_done_ = true;
+  }
+  init_cv_.notify_all();
+  run_loop();
+}
+
+void Runtime::initialize_on_background_thread() {
+  world_ = create_world();
+  topology_ = {world_->rank(),       world_->size(),       world_->local_rank(),
+               world_->local_size(), world_->cross_rank(), world_->cross_size()};
+  configure_logging(topology_.rank, settings_.log_level);
+  op_context_.reset(new OpContext{settings_, *world_, timeline_, fusion_buffer_,
+                                  [this](std::vector<TensorTableEntry>& entries, const Status& status) {
+                                    finish(entries, status);
+                                  }});
+  backends_ = create_backends(*world_);
+  for (auto& backend : backends_) backend->register_ops(registry_, *op_context_);
+  for (const auto* knob : {"cpu", "gpu"}) {
+    const std::string& wanted = std::strcmp(knob, "cpu") == 0 ? settings_.cpu_operations : settings_.gpu_operations;
+    if (!wanted.empty() && !registry_.has_backend(wanted)) {
+      for (auto& backend : backends_) backend->shutdown();
+      world_->finalize();
+      throw Error(std::string(std::strcmp(knob, "cpu") == 0 ? "HOROVOD_CPU_OPERATIONS=" : "HOROVOD_GPU_OPERATIONS=") +
+                  wanted + " asks for a backend this build does not contain");
+    }
+  }
+  if (settings_.autotune)
+    log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
+             "HOROVOD_CYCLE_TIME as given");
+  ControllerOptions options;
+  options.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
+  options.cache_capacity = settings_.cache_capacity;
+  options.stall.enabled = !settings_.stall_check_disabled;
+  options.stall.warning_seconds = settings_.stall_check_seconds;
+  options.stall.shutdown_seconds = settings_.stall_shutdown_seconds;
+  controller_ = std::make_unique<Controller>(world_->control(), options, &timeline_);
+  if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
+}
+
+void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
+  if (settings_.timeline_all_ranks)
+    timeline_.start(path + ".rank" + std::to_string(topology_.rank), topology_.rank, mark_cycles);
+  else if (topology_.rank == 0)
+    timeline_.start(path, topology_.rank, mark_cycles);
+}
+
+void Runtime::run_loop() {
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(settings_.cycle_time_ms));
+  auto next_cycle = std::chrono::steady_clock::now();
+  while (true) {
+    // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
+    std::this_thread::sleep_until(next_cycle);
+    next_cycle = std::chrono::steady_clock::now() + period;
+    timeline_.mark_cycle_start();
+    std::vector<Request> requests = queue_.pop_requests();
+    for (const auto& r : requests)
+      if (r.type == RequestType::Join) joined_ = true;
+    ResponseList list;
+    try {
+      list = controller_->compute_response_list(std::move(requests), shutdown_requested_.load());
+    } catch (const std::exception& e) {
+      shut_down_on_background_thread(std::string("negotiation failed: ") + e.what());
+      return;
+    }
+    for (const auto& response : list.responses) execute(response);
+    if (list.shutdown) {
+      shut_down_on_background_thread(list.shutdown_reason.empty() ? "hvd::shutdown() was called"
+                                                                   : list.shutdown_reason);
+      return;
+    }
+  }
+}
+
+std::vector<TensorTableEntry> Runtime::entries_for(const Response& response) {
+  std::vector<TensorTableEntry> entries;
+  for (std::size_t i = 0; i < response.names.size(); ++i) {
+    auto taken = queue_.take({response.names[i]});
+    if (!taken.empty()) {
+      entries.push_back(std::move(taken.front()));
+      continue;
+    }
+    if (response.type == ResponseType::Error || response.type == ResponseType::Join) continue;
+    if (!(joined_ && response.type == ResponseType::Allreduce))
+      log_error("internal: no local entry for tensor '" + response.names[i] + "' in a " +
+                response_type_name(response.type) + " response; contributing zeros");
+    // A joined rank contributes zeros to allreduces it no longer submits.
+    TensorTableEntry standin;
+    standin.name = response.names[i];
+    standin.type = RequestType::Allreduce;
+    standin.input = HostTensor::allocate(response.dtype, response.shapes.at(i));
+    standin.output = standin.input;
+    standin.reduce_op = response.reduce_op;
+    standin.prescale_factor = response.prescale_factor;
+    standin.postscale_factor = response.postscale_factor;
+    entries.push_back(std::move(standin));
+  }
+  return entries;
+}
+
+void Runtime::execute(const Response& response) {
+  std::vector<TensorTableEntry> entries = entries_for(response);
+  if (response.type == ResponseType::Error) {
+    for (auto& e : entries) timeline_.start_op(e.name, "ERROR", {{"error", response.error}});
+    finish(entries, Status::error(response.error));
+    return;
+  }
+  if (response.type == ResponseType::Join) {
+    joined_ = false;
+    for (auto& e : entries)
+      if (e.handle) e.handle->join_result = response.last_joined_rank;
+    finish(entries, Status::ok());
+    return;
+  }
+  for (auto& e : entries) timeline_.start_op(e.name, response_type_name(response.type), tensor_args(e, response));
+  std::string why;
+  CollectiveOp* op =
+      registry_.select(response, entries, settings_.cpu_operations, settings_.gpu_operations, &why);
+  if (op == nullptr) {
+    finish(entries, Status::error(std::string(response_type_name(response.type)) + " of " +
+                                  joined_names(response.names) + " failed: " + why));
+    return;
+  }
+  Status status = Status::ok();
+  try {
+    status = op->execute(entries, response);
+  } catch (const std::exception& e) {
+    status = Status::error(e.what());
+  }
+  if (status.in_progress_now()) return;
+  if (!status.is_ok())
+    status = Status::error(std::string(response_type_name(response.type)) + " of " +
+                           joined_names(response.names) + " failed on rank " + std::to_string(topology_.rank) +
+                           ": " + status.message());
+  finish(entries, status);
+}
+
+void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& status) {
+  for (auto& e : entries) {
+    if (status.is_ok())
+      timeline_.end_op(e.name, {});
+    else
+      timeline_.end_op(e.name, {{"error", status.message()}});
+    if (!e.handle) continue;
+    if (e.type == RequestType::Alltoall) e.handle->received_splits = e.received_splits;
+    e.handle->complete_entry(e.handle_index, status, e.output);
+  }
+}
+
+void Runtime::shut_down_on_background_thread(const std::string& reason) {
+  std::vector<TensorTableEntry> left = queue_.close("horovodcpp has been shut down (" + reason + ")");
+  for (auto& e : left) {
+    std::vector<TensorTableEntry> one;
+    one.push_back(std::move(e));
+    finish(one, Status::aborted("horovodcpp shut down before " + std::string(request_type_name(one[0].type)) +
+                                " of tensor '" + one[0].name + "' completed: " + reason));
+  }
+  for (auto& backend : backends_) backend->shutdown();
+  timeline_.stop();
+  world_->finalize();
+  running_ = false;
+  if (reason != "hvd::shutdown() was called") log_warn("runtime stopped: " + reason);
+}
+
+std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
+  auto state = std::make_shared<HandleState>(static_cast<int>(entries.size()));
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    entries[i].handle = state;
+    entries[i].handle_index = static_cast<int>(i);
+    state->outputs[i] = entries[i].output;
+  }
+  if (auto error = queue_.add(std::move(entries), std::move(requests))) throw Error(*error);
+  return state;
+}
+
+std::string Runtime::generate_name(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(names_mutex_);
+  return prefix + ".noname." + std::to_string(name_counters_[prefix]++);
+}
+
+}  // namespace hvd::detail

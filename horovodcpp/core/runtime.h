@@ -1,0 +1,88 @@
+// The one object behind hvd::init(): owns the world, backends, op registry, controller, tensor
+// queue, fusion buffer and timeline, and runs the background thread ("hvd-background") that
+// makes every MPI call: each cycle it pops new requests, negotiates through the Controller and
+// executes the agreed responses with the registry's ops. User threads only enqueue.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/controller.h"
+#include "core/fusion_buffer.h"
+#include "core/op_registry.h"
+#include "core/settings.h"
+#include "core/tensor_queue.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+
+struct Topology {
+  int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(Settings settings);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Starts the background thread and waits until the world is up; throws hvd::Error on failure.
+  void start();
+  // Asks every rank to stop, waits for the background thread; pending operations fail.
+  void stop();
+  bool running() const { return running_.load(); }
+
+  const Topology& topology() const { return topology_; }
+  const Settings& settings() const { return settings_; }
+  Timeline& timeline() { return timeline_; }
+  void start_timeline(const std::string& path, bool mark_cycles);
+
+  // Queues the entries (with their requests) under one handle; throws hvd::Error when a name is
+  // already in flight or the runtime has stopped.
+  std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
+  std::string generate_name(const std::string& prefix);
+
+ private:
+  void background_main();
+  void initialize_on_background_thread();
+  void run_loop();
+  void execute(const Response& response);
+  std::vector<TensorTableEntry> entries_for(const Response& response);
+  void finish(std::vector<TensorTableEntry>& entries, const Status& status);
+  void shut_down_on_background_thread(const std::string& reason);
+
+  Settings settings_;
+  Topology topology_;
+  Timeline timeline_;
+  TensorQueue queue_;
+  FusionBuffer fusion_buffer_;
+  OpRegistry registry_;
+  std::unique_ptr<World> world_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<OpContext> op_context_;
+  std::unique_ptr<Controller> controller_;
+
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> shutdown_requested_{false};
+  bool joined_ = false;  // background thread: this rank called join() and it has not completed
+
+  std::mutex init_mutex_;
+  std::condition_variable init_cv_;
+  bool init_done_ = false;
+  std::string init_error_;
+
+  std::mutex names_mutex_;
+  std::map<std::string, long long> name_counters_;
+};
+
+}  // namespace hvd::detail

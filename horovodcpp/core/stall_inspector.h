@@ -1,0 +1,42 @@
+// Watches the coordinator's message table for tensors that some ranks submitted and others
+// have not. After HOROVOD_STALL_CHECK_TIME_SECONDS it logs one warning per tensor naming the
+// missing ranks; after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (> 0) it reports the stall as fatal.
+// Used by the Controller on the coordinator, background thread only.
+#pragma once
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hvd::detail {
+
+struct StallOptions {
+  bool enabled = true;
+  double warning_seconds = 60.0;
+  double shutdown_seconds = 0.0;  // 0: never fatal
+};
+
+struct StalledTensor {
+  std::string name;
+  std::vector<int> missing_ranks;
+  double waited_seconds = 0;
+};
+
+class StallInspector {
+ public:
+  explicit StallInspector(StallOptions options) : options_(options) {}
+
+  // Called with every pending table entry. Returns the message of a fatal stall, or empty.
+  // Logs a warning once per tensor when it passes the warning time.
+  std::string inspect(const std::vector<StalledTensor>& pending);
+  void forget(const std::string& name) { warned_.erase(name); }
+  const StallOptions& options() const { return options_; }
+  static std::string describe(const StalledTensor& stalled);
+
+ private:
+  StallOptions options_;
+  std::set<std::string> warned_;
+};
+
+}  // namespace hvd::detail

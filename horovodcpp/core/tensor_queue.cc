@@ -1,0 +1,60 @@
+#include "core/tensor_queue.h"
+
+namespace hvd::detail {
+
+std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return closed_reason_;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& name = entries[i].name;
+    bool repeated_in_call = false;
+    for (std::size_t j = 0; j < i; ++j) repeated_in_call |= entries[j].name == name;
+    if (table_.count(name) || repeated_in_call)
+      return "tensor '" + name + "' is already in flight on this rank: names must be unique among "
+             "pending operations (wait for the first before submitting it again)";
+  }
+  for (auto& e : entries) {
+    std::string name = e.name;
+    table_.emplace(std::move(name), std::move(e));
+  }
+  for (auto& r : requests) requests_.push_back(std::move(r));
+  return std::nullopt;
+}
+
+std::vector<Request> TensorQueue::pop_requests() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Request> out;
+  out.swap(requests_);
+  return out;
+}
+
+std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TensorTableEntry> out;
+  out.reserve(names.size());
+  for (const auto& n : names) {
+    auto it = table_.find(n);
+    if (it == table_.end()) continue;
+    out.push_back(std::move(it->second));
+    table_.erase(it);
+  }
+  return out;
+}
+
+bool TensorQueue::contains(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return table_.count(name) > 0;
+}
+
+std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  closed_reason_ = reason;
+  std::vector<TensorTableEntry> out;
+  for (auto& [name, e] : table_) out.push_back(std::move(e));
+  table_.clear();
+  requests_.clear();
+  return out;
+}
+
+}  // namespace hvd::detail

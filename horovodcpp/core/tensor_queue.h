@@ -1,0 +1,36 @@
+// The hand-off between user threads and the background thread: the table of in-flight entries
+// (by name) and the requests not yet negotiated. User threads add; the background thread pops
+// requests once per cycle and takes entries when their response comes. Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor_table_entry.h"
+
+namespace hvd::detail {
+
+class TensorQueue {
+ public:
+  // Adds all entries and their requests atomically (a grouped allreduce lands in one cycle).
+  // Returns an error message instead when a name is already in flight or the queue is closed.
+  std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  std::vector<Request> pop_requests();
+  // Removes the entries with these names, in the order given; names not present are skipped.
+  std::vector<TensorTableEntry> take(const std::vector<std::string>& names);
+  bool contains(const std::string& name) const;
+  // Refuses further adds with `reason` and returns every entry still in flight.
+  std::vector<TensorTableEntry> close(const std::string& reason);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, TensorTableEntry> table_;
+  std::vector<Request> requests_;
+  bool closed_ = false;
+  std::string closed_reason_;
+};
+
+}  // namespace hvd::detail

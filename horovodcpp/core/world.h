@@ -1,0 +1,35 @@
+// The process world as a backend sees it at init: topology, the control channel, and host
+// collectives over the global, node-local and cross-node groups (used by hierarchical
+// allreduce). Created and used only on the background thread; owned by the Runtime.
+#pragma once
+
+#include <cstdint>
+
+#include "core/control_channel.h"
+#include "core/status.h"
+#include "horovodcpp/horovod.h"
+
+namespace hvd::detail {
+
+enum class CommScope { Global, Local, Cross };
+
+class World {
+ public:
+  virtual ~World() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual int cross_rank() const = 0;
+  virtual int cross_size() const = 0;
+  // True when every node has the same number of local ranks (hierarchical ops need it).
+  virtual bool homogeneous() const = 0;
+  virtual ControlChannel& control() = 0;
+  // In-place host allreduce of `count` elements over one group.
+  virtual Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
+                                CommScope scope) = 0;
+  // Releases the transport (MPI_Finalize when the runtime initialized MPI).
+  virtual void finalize() = 0;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,179 @@
+// horovodcpp core API: process topology, asynchronous collectives on any tensor type that
+// implements hvd::Tensor, and a raw host-buffer tensor (hvd::HostTensor) so the runtime is
+// usable without LibTorch. Every function here may be called from any user thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hvd {
+
+// The one exception type users see. Messages name the tensor, the ranks and what differed.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DataType : std::uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+const char* dtype_name(DataType dtype);
+std::int64_t dtype_size(DataType dtype);
+
+enum class ReduceOp : std::uint8_t { Average, Sum, Min, Max, Product };
+const char* reduce_op_name(ReduceOp op);
+
+// Gradient compression used by the front ends before communication.
+enum class Compression : std::uint8_t { None, FP16 };
+
+constexpr int kCpuDevice = -1;
+
+using TensorShape = std::vector<std::int64_t>;
+std::int64_t num_elements(const TensorShape& shape);
+std::string shape_string(const TensorShape& shape);  // "[4, 3]"
+
+// Signals that the producer has finished writing a tensor (a CUDA event recorded on the
+// producer's stream). Host tensors pass none.
+class ReadyEvent {
+ public:
+  virtual ~ReadyEvent() = default;
+  virtual bool ready() const = 0;
+  // The cudaEvent_t behind this event, or nullptr; lets the NCCL backend wait on the GPU.
+  virtual void* cuda_event() const { return nullptr; }
+};
+using ReadyEventPtr = std::shared_ptr<ReadyEvent>;
+
+// What the runtime sees of a tensor: one dense, contiguous buffer. Front ends adapt their own
+// tensor types to this; the runtime never includes a framework header.
+class Tensor {
+ public:
+  virtual ~Tensor() = default;
+  virtual DataType dtype() const = 0;
+  virtual const TensorShape& shape() const = 0;
+  virtual void* data() = 0;
+  virtual int device() const = 0;  // kCpuDevice or a CUDA ordinal
+  std::int64_t num_elements() const { return hvd::num_elements(shape()); }
+  std::int64_t size_bytes() const { return num_elements() * dtype_size(dtype()); }
+};
+using TensorPtr = std::shared_ptr<Tensor>;
+
+// Allocates an output once its shape is known (allgather, alltoall, reducescatter). Called on
+// the background thread, with the input's dtype. An empty allocator means host memory.
+using OutputAllocator = std::function<TensorPtr(DataType dtype, const TensorShape& shape)>;
+
+// A host tensor that owns its bytes (allocate) or borrows a caller's buffer (wrap).
+class HostTensor final : public Tensor {
+ public:
+  static std::shared_ptr<HostTensor> allocate(DataType dtype, TensorShape shape);
+  static std::shared_ptr<HostTensor> wrap(void* data, DataType dtype, TensorShape shape);
+
+  DataType dtype() const override { return dtype_; }
+  const TensorShape& shape() const override { return shape_; }
+  void* data() override { return data_; }
+  int device() const override { return kCpuDevice; }
+  template <class T>
+  T* data_as() { return static_cast<T*>(data_); }
+
+ private:
+  HostTensor(DataType dtype, TensorShape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+  DataType dtype_;
+  TensorShape shape_;
+  std::vector<unsigned char> owned_;
+  void* data_ = nullptr;
+};
+OutputAllocator host_allocator();
+
+namespace detail {
+struct HandleState;
+}
+
+// A pending operation. Completed exactly once by the runtime; wait() rethrows a failure as
+// hvd::Error. Copies share the same operation.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+  bool valid() const { return state_ != nullptr; }
+  bool poll() const;  // true once complete (successfully or not)
+  void wait() const;  // blocks; throws hvd::Error if the operation failed
+  // After wait(): outputs the runtime allocated (allgather, alltoall, reducescatter), one per
+  // input in order, and for alltoall the number of first-dimension rows received from each rank.
+  const std::vector<TensorPtr>& outputs() const;
+  const std::vector<std::int64_t>& received_splits() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::Average;
+  std::string name;  // empty: generated; must then be called in the same order on every rank
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+};
+struct AllgatherOptions {
+  std::string name;
+};
+struct BroadcastOptions {
+  int root = 0;
+  std::string name;
+};
+struct AlltoallOptions {
+  std::vector<std::int64_t> splits;  // rows of the first dimension sent to each rank; empty: even
+  std::string name;
+};
+struct ReducescatterOptions {
+  ReduceOp op = ReduceOp::Average;
+  std::string name;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+};
+
+// Lifecycle and topology. init() reads the HOROVOD_* environment (a bad value throws naming the
+// variable) and starts the background thread. local = ranks sharing a node (MPI shared-memory
+// split); cross = ranks with the same local rank.
+void init();
+void shutdown();
+bool is_initialized();
+int rank();
+int size();
+int local_rank();
+int local_size();
+int cross_rank();
+int cross_size();
+
+// What this build contains, for hvdrun --check-build.
+bool mpi_built();
+bool nccl_built();
+bool cuda_built();
+
+// Asynchronous collectives. Inputs must stay alive and unmodified until the handle completes;
+// input == output is allowed (in place). `ready` is the producer's event for device tensors.
+Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions& options = {},
+                       ReadyEventPtr ready = nullptr);
+// All tensors are enqueued atomically and negotiated as one group.
+Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
+                               const AllreduceOptions& options = {},
+                               std::vector<ReadyEventPtr> ready = {});
+Handle allgather_async(TensorPtr input, OutputAllocator allocate_output,
+                       const AllgatherOptions& options = {}, ReadyEventPtr ready = nullptr);
+Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options = {},
+                       ReadyEventPtr ready = nullptr);
+Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output,
+                      const AlltoallOptions& options = {}, ReadyEventPtr ready = nullptr);
+Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output,
+                           const ReducescatterOptions& options = {}, ReadyEventPtr ready = nullptr);
+
+// Blocks until every rank has called barrier().
+void barrier();
+// Called by a rank that has run out of data: it keeps serving allreduces with zeros until every
+// rank has joined. Returns the rank that joined last.
+int join();
+
+// Timeline recording at run time (HOROVOD_TIMELINE turns it on at init).
+void start_timeline(const std::string& path, bool mark_cycles = false);
+void stop_timeline();
+
+}  // namespace hvd

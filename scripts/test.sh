@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds everything, and runs every test with ctest
+# (multi-process tests run under mpirun at several sizes, each with a timeout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's shared-memory transport wants its session directory on a writable tmpfs or /tmp.
+cd "${BUILD_DIR:-build}"
+ctest --output-on-failure --timeout 600 "$@"

@@ -1,0 +1,123 @@
+// Every error a user can reach: the message names what was wrong, every rank sees it, and the
+// next operation still works.
+#include <catch2/catch.hpp>
+
+#include "test_support.h"
+
+using namespace hvd;
+using hvd::test::filled;
+using hvd::test::read_as_double;
+
+namespace {
+
+// Waits for a handle that must fail and returns the message.
+std::string failure_of(const Handle& h) {
+  try {
+    h.wait();
+  } catch (const hvd::Error& e) {
+    return e.what();
+  }
+  FAIL("the operation succeeded but should have failed");
+  return {};
+}
+
+// The runtime still works after an error.
+void require_next_operation_works(const std::string& name) {
+  auto t = filled(DataType::Float32, {3}, [](std::int64_t i) { return i; });
+  allreduce_async(t, t, {ReduceOp::Sum, name}).wait();
+  CHECK(read_as_double(*t, 2) == 2.0 * hvd::size());
+}
+
+}  // namespace
+
+TEST_CASE("mismatched dtypes fail on every rank, naming tensor, ranks and both dtypes", "[errors]") {
+  const DataType dtype = hvd::rank() == 0 ? DataType::Float32 : DataType::Int32;
+  auto t = HostTensor::allocate(dtype, {4});
+  std::string message = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.dtype"}));
+  CHECK_THAT(message, Catch::Contains("'bad.dtype'") && Catch::Contains("rank 0 has float32") &&
+                          Catch::Contains("rank 1 has int32"));
+  require_next_operation_works("after.dtype");
+}
+
+TEST_CASE("mismatched shapes fail on every rank with both shapes", "[errors]") {
+  auto t = HostTensor::allocate(DataType::Float32, {2, hvd::rank() == 0 ? 3 : 5});
+  std::string message = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.shape"}));
+  CHECK_THAT(message, Catch::Contains("'bad.shape'") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 5]"));
+  require_next_operation_works("after.shape");
+}
+
+TEST_CASE("mismatched reduce ops, scale factors, roots and collectives", "[errors]") {
+  const bool first = hvd::rank() == 0;
+  auto t = HostTensor::allocate(DataType::Float32, {4});
+  SECTION("reduce op") {
+    auto m = failure_of(allreduce_async(t, t, {first ? ReduceOp::Sum : ReduceOp::Min, "bad.op"}));
+    CHECK_THAT(m, Catch::Contains("reduce ops") && Catch::Contains("Sum") && Catch::Contains("Min"));
+  }
+  SECTION("prescale") {
+    auto m = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.prescale", first ? 1.0 : 0.5}));
+    CHECK_THAT(m, Catch::Contains("prescale factors") && Catch::Contains("0.5"));
+  }
+  SECTION("postscale") {
+    auto m = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.postscale", 1.0, first ? 1.0 : 4.0}));
+    CHECK_THAT(m, Catch::Contains("postscale factors") && Catch::Contains("4"));
+  }
+  SECTION("broadcast root") {
+    auto m = failure_of(broadcast_async(t, t, {first ? 0 : 1, "bad.root"}));
+    CHECK_THAT(m, Catch::Contains("'bad.root'") && Catch::Contains("root 0") && Catch::Contains("root 1"));
+  }
+  SECTION("collective") {
+    Handle h = first ? allreduce_async(t, t, {ReduceOp::Sum, "bad.kind"})
+                     : broadcast_async(t, t, {0, "bad.kind"});
+    CHECK_THAT(failure_of(h), Catch::Contains("ALLREDUCE") && Catch::Contains("BROADCAST"));
+  }
+  SECTION("allgather trailing dimensions") {
+    auto g = HostTensor::allocate(DataType::Float32, {2, first ? 3 : 4});
+    auto m = failure_of(allgather_async(g, host_allocator(), {"bad.gather"}));
+    CHECK_THAT(m, Catch::Contains("'bad.gather'") && Catch::Contains("first dimension"));
+  }
+  require_next_operation_works("after.mismatch");
+}
+
+TEST_CASE("the same name twice in flight is refused at once, on the rank that did it", "[errors]") {
+  auto a = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
+  auto b = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
+  Handle first = allreduce_async(a, a, {ReduceOp::Sum, "twice"});
+  CHECK_THROWS_WITH(allreduce_async(b, b, {ReduceOp::Sum, "twice"}),
+                    Catch::Contains("'twice'") && Catch::Contains("already in flight"));
+  first.wait();
+  CHECK(read_as_double(*a, 0) == hvd::size());
+}
+
+TEST_CASE("bad arguments are rejected before anything is sent", "[errors]") {
+  auto t = HostTensor::allocate(DataType::Float32, {4});
+  const int size = hvd::size();
+  CHECK_THROWS_WITH(broadcast_async(t, t, {size, "root.range"}),
+                    Catch::Contains("'root.range'") && Catch::Contains("root rank " + std::to_string(size)) &&
+                        Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(broadcast_async(t, t, {-1, "root.negative"}), Catch::Contains("out of range"));
+  std::vector<std::int64_t> splits(size, 0);
+  splits[0] = 3;  // sums to 3, not 4
+  CHECK_THROWS_WITH(alltoall_async(t, host_allocator(), {splits, "split.sum"}),
+                    Catch::Contains("'split.sum'") && Catch::Contains("sum to 3") && Catch::Contains("is 4"));
+  CHECK_THROWS_WITH(alltoall_async(t, host_allocator(), {{1, 1, 1, 1, 1, 1, 1}, "split.count"}),
+                    Catch::Contains("7 splits for " + std::to_string(size) + " ranks"));
+  CHECK_THROWS_WITH(allreduce_async(nullptr, t, {ReduceOp::Sum, "null.input"}),
+                    Catch::Contains("'null.input'") && Catch::Contains("null"));
+  auto wrong = HostTensor::allocate(DataType::Float32, {5});
+  CHECK_THROWS_WITH(allreduce_async(t, wrong, {ReduceOp::Sum, "out.shape"}),
+                    Catch::Contains("'out.shape'") && Catch::Contains("[5]") && Catch::Contains("[4]"));
+  CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "__hvd_mine"}), Catch::Contains("reserved"));
+  auto scalar = HostTensor::allocate(DataType::Float32, {});
+  CHECK_THROWS_WITH(allgather_async(scalar, host_allocator(), {"scalar.gather"}), Catch::Contains("scalar"));
+  CHECK_THROWS_WITH(grouped_allreduce_async({t}, {}, {ReduceOp::Sum, "group.count"}),
+                    Catch::Contains("1 inputs but 0 outputs"));
+  require_next_operation_works("after.arguments");
+}
+
+TEST_CASE("an output allocator that returns the wrong tensor fails that operation only", "[errors]") {
+  auto t = filled(DataType::Float32, {2, 2}, [](std::int64_t i) { return i; });
+  auto bad = [](DataType, const TensorShape&) -> TensorPtr { return HostTensor::allocate(DataType::Int8, {1}); };
+  auto m = failure_of(allgather_async(t, bad, {"bad.allocator"}));
+  CHECK_THAT(m, Catch::Contains("'bad.allocator'") && Catch::Contains("int8[1]"));
+  require_next_operation_works("after.allocator");
+}

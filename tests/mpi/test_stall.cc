@@ -1,0 +1,85 @@
+// The stall inspector, run with HOROVOD_STALL_CHECK_TIME_SECONDS=1 and (for [shutdown])
+// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3. Rank 0's stderr is captured to read the warning.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "test_support.h"
+
+using namespace hvd;
+
+namespace {
+
+// Sends this process's stderr to a file while alive; text() reads what was written.
+class CapturedStderr {
+ public:
+  CapturedStderr() : path_("/tmp/hvd_stall_stderr." + std::to_string(::getpid())) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    ::dup2(::fileno(f), 2);
+    std::fclose(f);
+  }
+  ~CapturedStderr() {
+    restore();
+    std::remove(path_.c_str());
+  }
+  std::string text() {
+    restore();
+    std::ifstream in(path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    std::fprintf(stderr, "%s", s.str().c_str());  // keep it visible in the test log
+    return s.str();
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string path_;
+  int saved_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a late rank gets a warning naming the tensor and the missing rank", "[warning]") {
+  const int late = hvd::size() - 1;
+  CapturedStderr captured;
+  if (hvd::rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto t = test::filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
+  allreduce_async(t, t, {ReduceOp::Sum, "slow.tensor"}).wait();
+  const std::string err = captured.text();
+  CHECK(test::read_as_double(*t, 0) == hvd::size());
+  if (hvd::rank() == 0)
+    CHECK_THAT(err, Catch::Contains("stall detected") && Catch::Contains("'slow.tensor'") &&
+                        Catch::Contains("rank " + std::to_string(late)));
+}
+
+TEST_CASE("a stall past the shutdown time fails every rank with the tensor and missing rank", "[shutdown]") {
+  const int missing = hvd::size() - 1;
+  auto t = HostTensor::allocate(DataType::Float32, {2});
+  const auto start = std::chrono::steady_clock::now();
+  if (hvd::rank() != missing) {
+    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "stuck.tensor"}).wait(),
+                      Catch::Contains("'stuck.tensor'") && Catch::Contains("rank " + std::to_string(missing)) &&
+                          Catch::Contains("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"));
+  } else {
+    // The missing rank's runtime stops too: its next operation fails instead of hanging.
+    while (hvd::is_initialized() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(hvd::is_initialized());
+    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "too.late"}), Catch::Contains("shut down"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+}

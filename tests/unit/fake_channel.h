@@ -1,0 +1,93 @@
+// A ControlChannel for N simulated ranks in one process, one thread per rank. Every collective
+// is a rendezvous: each rank deposits its bytes, the last to arrive releases everyone with the
+// full set. Lets the Controller be tested without MPI.
+#pragma once
+
+#include <condition_variable>
+#include <cstring>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/control_channel.h"
+
+namespace hvd::test {
+
+class Rendezvous {
+ public:
+  explicit Rendezvous(int size) : size_(size), slots_(size) {}
+  // Returns every rank's contribution once all ranks have made theirs.
+  std::vector<std::vector<std::uint8_t>> exchange(int rank, std::vector<std::uint8_t> mine) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !releasing_; });  // the previous round is still being read
+    slots_[rank] = std::move(mine);
+    if (++arrived_ == size_) {
+      result_ = slots_;
+      releasing_ = true;
+      leaving_ = size_;
+      cv_.notify_all();
+    } else {
+      const auto round = round_;
+      cv_.wait(lock, [&] { return releasing_ && round_ == round; });
+    }
+    auto out = result_;
+    if (--leaving_ == 0) {
+      arrived_ = 0;
+      releasing_ = false;
+      ++round_;
+      cv_.notify_all();
+    }
+    return out;
+  }
+  int size() const { return size_; }
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::vector<std::uint8_t>> slots_, result_;
+  int arrived_ = 0, leaving_ = 0;
+  bool releasing_ = false;
+  unsigned long round_ = 0;
+};
+
+class FakeChannel final : public detail::ControlChannel {
+ public:
+  FakeChannel(std::shared_ptr<Rendezvous> rendezvous, int rank) : rendezvous_(std::move(rendezvous)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return rendezvous_->size(); }
+  std::vector<std::vector<std::uint8_t>> gather(const std::vector<std::uint8_t>& mine) override {
+    auto all = rendezvous_->exchange(rank_, mine);
+    if (rank_ != 0) all.clear();
+    return all;
+  }
+  std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override {
+    return rendezvous_->exchange(rank_, rank_ == 0 ? from_coordinator : std::vector<std::uint8_t>{})[0];
+  }
+  void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
+  void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
+  int bit_rounds() const { return bit_rounds_; }
+
+ private:
+  void combine(std::vector<std::uint64_t>& bits, bool is_and) {
+    ++bit_rounds_;
+    std::vector<std::uint8_t> raw(bits.size() * 8);
+    std::memcpy(raw.data(), bits.data(), raw.size());
+    auto all = rendezvous_->exchange(rank_, raw);
+    for (std::size_t w = 0; w < bits.size(); ++w) {
+      std::uint64_t acc = is_and ? ~std::uint64_t{0} : 0;
+      for (const auto& r : all) {
+        std::uint64_t v;
+        std::memcpy(&v, r.data() + w * 8, 8);
+        acc = is_and ? (acc & v) : (acc | v);
+      }
+      bits[w] = acc;
+    }
+  }
+  std::shared_ptr<Rendezvous> rendezvous_;
+  int rank_;
+  int bit_rounds_ = 0;
+};
+
+}  // namespace hvd::test
