@@ -75,6 +75,57 @@ void MpiControlChannel::bitwise_and(std::vector<std::uint64_t>& bits) {
   wait_without_spinning(&request);
 }
 
+namespace {
+constexpr int kWakeTag = 7001;
+constexpr int kResumeTag = 7002;
+// How long an idle rank sleeps between checks for a remote wake-up: short at first, longer the
+// longer the runtime idles (each check costs tens of microseconds inside Open MPI's progress
+// engine). A rank with work of its own never waits this long: it is woken at once.
+std::chrono::microseconds idle_poll_interval(std::chrono::steady_clock::time_point idle_since) {
+  const auto idle = std::chrono::steady_clock::now() - idle_since;
+  if (idle < std::chrono::milliseconds(100)) return std::chrono::microseconds(1000);
+  if (idle < std::chrono::milliseconds(1000)) return std::chrono::microseconds(2000);
+  return std::chrono::microseconds(8000);
+}
+}  // namespace
+
+void MpiControlChannel::idle_wait(const LocalWorkWait& wait_for_local_work) {
+  const auto idle_since = std::chrono::steady_clock::now();
+  int token = 0;
+  if (rank_ == 0) {
+    if (wake_request_ == MPI_REQUEST_NULL)
+      check(MPI_Irecv(&wake_buffer_, 1, MPI_INT, MPI_ANY_SOURCE, kWakeTag, comm_, &wake_request_), "MPI_Irecv");
+    while (true) {
+      if (wait_for_local_work(idle_poll_interval(idle_since))) break;
+      int woken = 0;
+      check(MPI_Test(&wake_request_, &woken, MPI_STATUS_IGNORE), "MPI_Test");
+      if (woken) break;  // MPI_Test reset the request to MPI_REQUEST_NULL
+    }
+    for (int r = 1; r < size_; ++r) check(MPI_Send(&token, 1, MPI_INT, r, kResumeTag, comm_), "MPI_Send");
+    return;
+  }
+  MPI_Request resume;
+  check(MPI_Irecv(&token, 1, MPI_INT, 0, kResumeTag, comm_, &resume), "MPI_Irecv");
+  bool asked = false;
+  while (true) {
+    int resumed = 0;
+    check(MPI_Test(&resume, &resumed, MPI_STATUS_IGNORE), "MPI_Test");
+    if (resumed) return;
+    if (asked) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (wait_for_local_work(idle_poll_interval(idle_since))) {
+      check(MPI_Send(&token, 1, MPI_INT, 0, kWakeTag, comm_), "MPI_Send");
+      asked = true;
+    }
+  }
+}
+
+void MpiControlChannel::close() {
+  if (wake_request_ == MPI_REQUEST_NULL) return;
+  MPI_Cancel(&wake_request_);
+  MPI_Wait(&wake_request_, MPI_STATUS_IGNORE);
+}
+
 void MpiControlChannel::bitwise_or(std::vector<std::uint64_t>& bits) {
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()), MPI_UINT64_T, MPI_BOR, comm_,

@@ -21,11 +21,19 @@ class MpiControlChannel final : public ControlChannel {
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override;
   void bitwise_or(std::vector<std::uint64_t>& bits) override;
+  // Rank 0 keeps one receive posted for wake-up messages; any rank with work sends one, and rank
+  // 0 then releases everyone with a resume message. A stale wake-up left over from an earlier
+  // idle period only costs one spurious cycle.
+  void idle_wait(const LocalWorkWait& wait_for_local_work) override;
+  // Cancels the posted wake-up receive; call before the communicator is freed.
+  void close();
 
  private:
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  MPI_Request wake_request_ = MPI_REQUEST_NULL;
+  int wake_buffer_ = 0;
 };
 
 }  // namespace hvd::detail

@@ -99,6 +99,7 @@ Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype
 void MpiWorld::finalize() {
   if (finalized_) return;
   finalized_ = true;
+  if (control_) control_->close();
   types_.destroy();
   for (MPI_Comm* c : {&global_, &control_comm_, &local_, &cross_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);

@@ -3,7 +3,9 @@
 // Used only by the background thread. Implementations must not busy-spin while they wait.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace hvd::detail {
@@ -21,6 +23,12 @@ class ControlChannel {
   virtual void bitwise_and(std::vector<std::uint64_t>& bits) = 0;
   // Element-wise bitwise OR across ranks, in place.
   virtual void bitwise_or(std::vector<std::uint64_t>& bits) = 0;
+
+  // Idle mode: every rank calls this in the same cycle once all agreed there is nothing to do.
+  // Returns on every rank soon after any rank has local work. `wait_for_local_work(timeout)`
+  // blocks up to `timeout` and says whether this rank has work; it is how a rank sleeps.
+  using LocalWorkWait = std::function<bool(std::chrono::microseconds timeout)>;
+  virtual void idle_wait(const LocalWorkWait& wait_for_local_work) = 0;
 };
 
 }  // namespace hvd::detail

@@ -17,6 +17,7 @@ constexpr std::uint64_t kFlagUncached = 1;
 constexpr std::uint64_t kFlagShutdown = 2;
 constexpr std::uint64_t kFlagJoined = 4;
 constexpr std::uint64_t kFlagCoordinatorDue = 8;
+constexpr std::uint64_t kFlagBusy = 16;  // the rank has anything new or in flight
 
 // How often the coordinator forces a slow-path cycle so it can inspect stalls while no rank
 // has anything new to say.
@@ -104,6 +105,8 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   if (any_uncached) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
   if (joined_) flags |= kFlagJoined;
+  if (any_uncached || shutdown || joined_ || !pending_cached_.empty() || !sent_.empty() || !table_.empty())
+    flags |= kFlagBusy;
   if (channel_.rank() == 0 && stall_inspector_.options().enabled && !table_.empty() &&
       Clock::now() - last_stall_check_ >= kStallCheckInterval)
     flags |= kFlagCoordinatorDue;
@@ -120,6 +123,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   a.shutdown = any & kFlagShutdown;
   a.joined = any & kFlagJoined;
   a.coordinator_due = any & kFlagCoordinatorDue;
+  idle_cycles_ = (any & kFlagBusy) ? 0 : idle_cycles_ + 1;
   a.invalid.resize(slots);
   a.ready.resize(slots);
   for (std::size_t s = 0; s < slots; ++s) {
@@ -252,7 +256,11 @@ void Controller::accept(Request request, std::vector<std::string>* became_ready)
     last_joined_rank_ = request.rank;
     return;
   }
-  if (timeline_ != nullptr && request.rank != 0) timeline_->negotiate_rank_ready(request.name, request.rank);
+  if (timeline_ != nullptr && request.rank != 0) {
+    // The coordinator's negotiation starts when the first rank reports (a no-op if open).
+    timeline_->negotiate_start(request.name, request_type_name(request.type));
+    timeline_->negotiate_rank_ready(request.name, request.rank);
+  }
   auto [it, inserted] = table_.try_emplace(request.name);
   for (const auto& existing : it->second.requests)
     if (existing.rank == request.rank) return;  // a rank reports a name once; ignore repeats

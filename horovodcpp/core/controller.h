@@ -66,6 +66,10 @@ class Controller {
   ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
 
   const ControllerStats& stats() const { return stats_; }
+  // Consecutive cycles in which no rank had anything new or in flight (the same on every rank).
+  // The Runtime parks every rank in ControlChannel::idle_wait after enough of them.
+  std::uint64_t idle_cycles() const { return idle_cycles_; }
+  void reset_idle() { idle_cycles_ = 0; }
   const ResponseCache& cache() const { return cache_; }
   // A stall shutdown happened: the message names the tensors and the missing ranks.
   const std::string& stall_error() const { return stall_error_; }
@@ -107,6 +111,7 @@ class Controller {
   ResponseCache cache_;
   StallInspector stall_inspector_;
   ControllerStats stats_;
+  std::uint64_t idle_cycles_ = 0;
 
   // Rank-local state.
   std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit

@@ -1,5 +1,6 @@
 #include "core/request_checks.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace hvd::detail {
@@ -30,7 +31,10 @@ std::string trailing_dims(const TensorShape& s) {
 
 }  // namespace
 
-std::string check_requests(const std::vector<Request>& requests, int size, const std::vector<int>& joined) {
+std::string check_requests(const std::vector<Request>& arrived, int size, const std::vector<int>& joined) {
+  // Compare against the lowest rank, so the message does not depend on arrival order.
+  std::vector<Request> requests = arrived;
+  std::sort(requests.begin(), requests.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
   const Request& a = requests.front();
   for (const Request& b : requests) {
     if (b.type != a.type)

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -121,6 +122,8 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 void Runtime::run_loop() {
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double, std::milli>(settings_.cycle_time_ms));
+  // Go idle after about 20 ms without work (and at least 3 cycles).
+  idle_after_cycles_ = std::max<std::uint64_t>(3, static_cast<std::uint64_t>(20.0 / settings_.cycle_time_ms));
   auto next_cycle = std::chrono::steady_clock::now();
   while (true) {
     // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
@@ -142,6 +145,20 @@ void Runtime::run_loop() {
       shut_down_on_background_thread(list.shutdown_reason.empty() ? "hvd::shutdown() was called"
                                                                    : list.shutdown_reason);
       return;
+    }
+    // Nothing anywhere for a while: stop cycling until some rank has work, so an idle runtime
+    // costs almost nothing. Every rank reaches this in the same cycle.
+    if (controller_->idle_cycles() >= idle_after_cycles_) {
+      try {
+        world_->control().idle_wait([this](std::chrono::microseconds timeout) {
+          return shutdown_requested_.load() || queue_.wait_for_requests(timeout);
+        });
+      } catch (const std::exception& e) {
+        shut_down_on_background_thread(std::string("idle wait failed: ") + e.what());
+        return;
+      }
+      controller_->reset_idle();
+      next_cycle = std::chrono::steady_clock::now();
     }
   }
 }

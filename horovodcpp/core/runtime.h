@@ -74,7 +74,8 @@ class Runtime {
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> shutdown_requested_{false};
-  bool joined_ = false;  // background thread: this rank called join() and it has not completed
+  bool joined_ = false;
+  std::uint64_t idle_after_cycles_ = 3;  // background thread: this rank called join() and it has not completed
 
   std::mutex init_mutex_;
   std::condition_variable init_cv_;

@@ -18,6 +18,7 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     table_.emplace(std::move(name), std::move(e));
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
+  requests_arrived_.notify_all();
   return std::nullopt;
 }
 
@@ -39,6 +40,11 @@ std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& 
     table_.erase(it);
   }
   return out;
+}
+
+bool TensorQueue::wait_for_requests(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return requests_arrived_.wait_for(lock, timeout, [this] { return !requests_.empty(); });
 }
 
 bool TensorQueue::contains(const std::string& name) const {

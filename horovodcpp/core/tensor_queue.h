@@ -3,6 +3,8 @@
 // requests once per cycle and takes entries when their response comes. Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,6 +21,8 @@ class TensorQueue {
   // Returns an error message instead when a name is already in flight or the queue is closed.
   std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
   std::vector<Request> pop_requests();
+  // Blocks up to `timeout` until requests are waiting; returns whether there are any.
+  bool wait_for_requests(std::chrono::microseconds timeout);
   // Removes the entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names);
   bool contains(const std::string& name) const;
@@ -27,6 +31,7 @@ class TensorQueue {
 
  private:
   mutable std::mutex mutex_;
+  std::condition_variable requests_arrived_;
   std::map<std::string, TensorTableEntry> table_;
   std::vector<Request> requests_;
   bool closed_ = false;

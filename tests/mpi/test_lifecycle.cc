@@ -13,6 +13,7 @@ TEST_CASE("an operation pending at shutdown fails naming the tensor; later calls
   Handle pending;
   // Only rank 0 submits, so the tensor can never complete.
   if (rank == 0) pending = allreduce_async(t, t, {ReduceOp::Sum, "never.completes"});
+  hvd::barrier();  // nobody shuts down before rank 0 has submitted
   hvd::shutdown();
   CHECK_FALSE(hvd::is_initialized());
   if (rank == 0) {

@@ -3,6 +3,8 @@
 // full set. Lets the Controller be tested without MPI.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <cstdint>
@@ -41,8 +43,12 @@ class Rendezvous {
     return out;
   }
   int size() const { return size_; }
+  void wake() { woken_ = true; }
+  bool woken() const { return woken_; }
+  void reset_wake() { woken_ = false; }
 
  private:
+  std::atomic<bool> woken_{false};
   int size_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -67,6 +73,15 @@ class FakeChannel final : public detail::ControlChannel {
   }
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
+  // Every rank polls until one has work, then all pass a rendezvous before returning.
+  void idle_wait(const LocalWorkWait& wait_for_local_work) override {
+    while (true) {
+      if (wait_for_local_work(std::chrono::microseconds(200))) rendezvous_->wake();
+      if (rendezvous_->woken()) break;
+    }
+    rendezvous_->exchange(rank_, {});
+    if (rank_ == 0) rendezvous_->reset_wake();
+  }
   int bit_rounds() const { return bit_rounds_; }
 
  private:
