@@ -1,0 +1,213 @@
+// horovodcpp's LibTorch front end: collectives on torch tensors (CPU and CUDA), a
+// DistributedOptimizer that overlaps gradient allreduces with backward, and helpers that
+// broadcast model and optimizer state. Every function may be called from any user thread once
+// hvd::init() has run; tensors are read and written directly (outside autograd).
+//
+//   namespace ht = hvd::torch;
+//   auto avg = ht::allreduce(t, {hvd::ReduceOp::Average, "loss"});
+//   ht::broadcast_parameters(model->named_parameters(), 0);
+//   ht::DistributedOptimizer opt(torch::optim::SGD(model->parameters(), lr * hvd::size()),
+//                                model->named_parameters());
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/ordered_dict.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "horovodcpp/horovod.h"
+
+namespace hvd::torch {
+
+using NamedTensors = ::torch::OrderedDict<std::string, at::Tensor>;
+
+// A pending collective on torch tensors. Copies share the operation; outputs are the tensors the
+// operation writes (the input itself for the in-place variants). Used by any user thread.
+class Handle {
+ public:
+  struct State;  // defined in horovodcpp/torch/ops.cc
+  Handle() = default;
+  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  bool valid() const { return state_ != nullptr; }
+  bool poll() const;                       // true once complete (successfully or not)
+  std::vector<at::Tensor> wait_all() const;  // blocks; throws hvd::Error if it failed
+  at::Tensor wait() const;                 // the first output
+  // alltoall: rows of the first dimension received from each rank (after completion).
+  std::vector<std::int64_t> received_splits() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Horovod's names for the two handle calls.
+inline at::Tensor synchronize(const Handle& handle) { return handle.wait(); }
+inline bool poll(const Handle& handle) { return handle.poll(); }
+
+// --- collectives -------------------------------------------------------------------------------
+// Inputs must be defined, contiguous, of a dtype the core supports (uint8, int8, int32, int64,
+// float16, bfloat16, float32, float64) and on the CPU or a CUDA device; anything else throws
+// hvd::Error before anything is sent. An empty name is generated (then call in the same order on
+// every rank). The async inputs must not be modified until the handle completes.
+
+at::Tensor allreduce(const at::Tensor& tensor, const AllreduceOptions& options = {});
+Handle allreduce_async(const at::Tensor& tensor, const AllreduceOptions& options = {});
+const at::Tensor& allreduce_(const at::Tensor& tensor, const AllreduceOptions& options = {});
+Handle allreduce_async_(const at::Tensor& tensor, const AllreduceOptions& options = {});
+
+// One negotiation for the whole list (names are "<name>.<index>").
+std::vector<at::Tensor> grouped_allreduce(const std::vector<at::Tensor>& tensors,
+                                          const AllreduceOptions& options = {});
+Handle grouped_allreduce_async(const std::vector<at::Tensor>& tensors, const AllreduceOptions& options = {});
+void grouped_allreduce_(const std::vector<at::Tensor>& tensors, const AllreduceOptions& options = {});
+Handle grouped_allreduce_async_(const std::vector<at::Tensor>& tensors, const AllreduceOptions& options = {});
+
+// Concatenates every rank's tensor along the first dimension (first dimensions may differ).
+at::Tensor allgather(const at::Tensor& tensor, const AllgatherOptions& options = {});
+Handle allgather_async(const at::Tensor& tensor, const AllgatherOptions& options = {});
+
+// Root's values everywhere: broadcast returns a new tensor, broadcast_ overwrites `tensor`.
+at::Tensor broadcast(const at::Tensor& tensor, const BroadcastOptions& options = {});
+Handle broadcast_async(const at::Tensor& tensor, const BroadcastOptions& options = {});
+const at::Tensor& broadcast_(const at::Tensor& tensor, const BroadcastOptions& options = {});
+Handle broadcast_async_(const at::Tensor& tensor, const BroadcastOptions& options = {});
+
+// Sends options.splits[r] rows of the first dimension to rank r (even split when empty); the
+// result stacks what every rank sent here, in rank order. received_splits, when given, gets the
+// rows that came from each rank.
+at::Tensor alltoall(const at::Tensor& tensor, const AlltoallOptions& options = {},
+                    std::vector<std::int64_t>* received_splits = nullptr);
+Handle alltoall_async(const at::Tensor& tensor, const AlltoallOptions& options = {});
+
+// Reduces across ranks and keeps this rank's block of the first dimension (the first
+// rows % size ranks get one row more).
+at::Tensor reducescatter(const at::Tensor& tensor, const ReducescatterOptions& options = {});
+Handle reducescatter_async(const at::Tensor& tensor, const ReducescatterOptions& options = {});
+
+// --- state helpers -----------------------------------------------------------------------------
+
+// Overwrites every tensor with root's values (in place; one grouped negotiation per dtype
+// family). Names must be the same on every rank. Broadcast a Module to include its buffers.
+void broadcast_parameters(const NamedTensors& parameters, int root = 0);
+void broadcast_parameters(const ::torch::nn::Module& module, int root = 0);
+
+// Makes every rank's optimizer an exact copy of root's: per-parameter state (e.g. Adam's step,
+// exp_avg, exp_avg_sq; SGD's momentum buffers) and each param group's options (learning rate,
+// betas, ...). The optimizers must have the same param groups and parameter counts.
+void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root = 0);
+
+// Averages a scalar metric (loss, accuracy) over ranks.
+double metric_average(double value, const std::string& name = {});
+
+namespace detail {
+std::string broadcast_bytes(const std::string& payload, int root, const std::string& name);
+std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name);
+std::string pickle(const c10::IValue& value);
+c10::IValue unpickle(const std::string& bytes);
+
+template <class T>
+std::string encode_object(const T& value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else if constexpr (std::is_trivially_copyable_v<T>) {
+    return std::string(reinterpret_cast<const char*>(&value), sizeof(T));
+  } else {
+    return pickle(c10::IValue(value));
+  }
+}
+
+template <class T>
+T decode_object(const std::string& bytes) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return bytes;
+  } else if constexpr (std::is_trivially_copyable_v<T>) {
+    if (bytes.size() != sizeof(T))
+      throw Error("hvd::torch object exchange: got " + std::to_string(bytes.size()) + " bytes for a " +
+                  std::to_string(sizeof(T)) + "-byte value (is the type the same on every rank?)");
+    T value;
+    std::memcpy(&value, bytes.data(), sizeof(T));
+    return value;
+  } else if constexpr (std::is_same_v<T, c10::IValue>) {
+    return unpickle(bytes);
+  } else {
+    return unpickle(bytes).template to<T>();
+  }
+}
+}  // namespace detail
+
+// Root's value on every rank. T is std::string (raw bytes), a trivially copyable type, or any
+// type c10::IValue holds (tensors, lists, dicts, tuples, strings), which is pickled.
+template <class T>
+T broadcast_object(const T& value, int root = 0, const std::string& name = {}) {
+  return detail::decode_object<T>(detail::broadcast_bytes(detail::encode_object(value), root, name));
+}
+
+// Every rank's value, in rank order.
+template <class T>
+std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
+  std::vector<T> out;
+  for (const auto& bytes : detail::allgather_bytes(detail::encode_object(value), name))
+    out.push_back(detail::decode_object<T>(bytes));
+  return out;
+}
+
+// --- DistributedOptimizer ----------------------------------------------------------------------
+
+struct DistributedOptimizerOptions {
+  int backward_passes_per_step = 1;  // backward passes accumulated locally before each step()
+  Compression compression = Compression::None;  // FP16: floating gradients travel as float16
+  ReduceOp op = ReduceOp::Average;              // Average or Sum
+  double gradient_predivide_factor = 1.0;       // Average only: sum(g / f) * f / size
+};
+
+// Wraps a torch::optim optimizer: a hook on each parameter's gradient accumulator starts that
+// gradient's allreduce as soon as backward has produced it, step() waits for all of them, writes
+// the reduced gradients and steps the inner optimizer. Used by the training thread (the hooks run
+// on autograd's threads); owns the inner optimizer. Movable, not copyable. At size 1 it adds
+// nothing but a branch.
+class DistributedOptimizer {
+ public:
+  DistributedOptimizer(std::unique_ptr<::torch::optim::Optimizer> optimizer, const NamedTensors& named_parameters,
+                       const DistributedOptimizerOptions& options = {});
+  // Takes a concrete optimizer by value: DistributedOptimizer(torch::optim::SGD(...), ...).
+  template <class Opt, std::enable_if_t<!std::is_lvalue_reference_v<Opt> &&
+                                            std::is_base_of_v<::torch::optim::Optimizer, std::decay_t<Opt>>,
+                                        int> = 0>
+  DistributedOptimizer(Opt&& optimizer, const NamedTensors& named_parameters,
+                       const DistributedOptimizerOptions& options = {})
+      : DistributedOptimizer(std::make_unique<std::decay_t<Opt>>(std::move(optimizer)), named_parameters, options) {}
+  DistributedOptimizer(DistributedOptimizer&&) noexcept;
+  DistributedOptimizer& operator=(DistributedOptimizer&&) noexcept;
+  ~DistributedOptimizer();
+
+  // Waits for every gradient allreduce (starting those whose hooks did not fire: zeros for
+  // parameters without a gradient) and writes the results into the gradients. step() calls it;
+  // call it yourself to clip gradients before step().
+  void synchronize();
+  // synchronize() unless already done since the last backward, then the inner optimizer's step.
+  void step();
+  // The inner optimizer's zero_grad(); an error while gradient allreduces are pending.
+  void zero_grad();
+
+  ::torch::optim::Optimizer& optimizer();
+  const ::torch::optim::Optimizer& optimizer() const;
+  std::vector<::torch::optim::OptimizerParamGroup>& param_groups() { return optimizer().param_groups(); }
+  const DistributedOptimizerOptions& options() const;
+  // Gradient allreduces started (by hooks or synchronize) and not yet written back.
+  std::size_t pending_allreduces() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+void broadcast_optimizer_state(DistributedOptimizer& optimizer, int root = 0);
+
+}  // namespace hvd::torch

@@ -1,0 +1,74 @@
+// Small models and data shared by the torch tests; every rank builds the same ones from fixed
+// seeds so a rank can compute the single-process reference locally. Include it instead of
+// catch.hpp: LibTorch's glog defines its own CHECK (which aborts and reports nothing to Catch),
+// so LibTorch comes first and Catch's CHECK replaces it.
+#pragma once
+
+#include <torch/torch.h>
+
+#ifdef CHECK
+#undef CHECK
+#endif
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include "horovodcpp/torch.h"
+
+namespace hvd_test {
+
+// A three-layer MLP without batch norm.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 12));
+    fc3 = register_module("fc3", torch::nn::Linear(12, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc3(torch::tanh(fc2(torch::tanh(fc1(x))))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// A model built from `seed`, the same on every rank.
+inline Mlp make_mlp(std::uint64_t seed) {
+  torch::manual_seed(seed);
+  return Mlp();
+}
+
+inline void copy_parameters(const torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto src = from.parameters();
+  auto dst = to.parameters();
+  for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+}
+
+inline double max_abs_diff(const torch::nn::Module& a, const torch::nn::Module& b) {
+  double worst = 0;
+  auto pa = a.parameters();
+  auto pb = b.parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    worst = std::max(worst, (pa[i] - pb[i]).abs().max().item<double>());
+  return worst;
+}
+
+// The per-parameter state an optimizer keeps for `p` (null if none), whatever the key type of
+// this LibTorch's state map (a string of the TensorImpl address, or the address itself).
+template <class State>
+State* param_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
+  auto& map = optimizer.state();
+  using Key = typename std::decay_t<decltype(map)>::key_type;
+  Key key;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream out;
+    out << p.unsafeGetTensorImpl();
+    key = out.str();
+  } else {
+    key = p.unsafeGetTensorImpl();
+  }
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : static_cast<State*>(it->second.get());
+}
+
+}  // namespace hvd_test
