@@ -1,0 +1,266 @@
+// The reading side: the JSON parser, `check` on hand-made bad traces (the first bad event and
+// the right message), `summary` figures on a trace with known durations, and `merge`.
+#include <catch2/catch.hpp>
+#include <cstdio>
+
+#include "timeline/timeline.h"
+#include "timeline/trace_check.h"
+#include "timeline/trace_merge.h"
+#include "timeline/trace_summary.h"
+#include "timeline_test_util.h"
+
+using namespace hvd::timeline;
+using namespace hvd::timeline::test;
+
+namespace {
+
+// Runs the hvd-timeline binary; returns its exit status and combined output.
+std::pair<int, std::string> run_tool(const std::string& args) {
+  const std::string command = std::string(HVD_TIMELINE_TOOL) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+CheckResult check_text(const std::string& text) { return check_trace(read_trace_text(text, "t")); }
+
+const char* kMeta = R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"w"}})";
+
+}  // namespace
+
+TEST_CASE("the JSON parser reads what JSON allows and reports where it stops") {
+  const JsonValue v =
+      parse_json(R"( {"a": [1, -2.5e1, true, false, null], "s": "q\"\\\u00e9\ud83d\ude00\n"} )");
+  REQUIRE(v.is_object());
+  const auto& a = v.find("a")->items();
+  REQUIRE(a.size() == 5);
+  CHECK(a[0].as_number() == 1);
+  CHECK(a[1].as_number() == -25);
+  CHECK(a[2].as_bool());
+  CHECK(a[4].kind() == JsonValue::Kind::Null);
+  CHECK(v.find("s")->as_string() == "q\"\\\xc3\xa9\xf0\x9f\x98\x80\n");
+  CHECK(parse_json(v.dump()).dump() == v.dump());  // round trip
+
+  try {
+    parse_json(R"({"a": [1, 2)");
+    FAIL("no error");
+  } catch (const JsonError& e) {
+    CHECK(e.at_end());
+  }
+  try {
+    parse_json(R"({"a": [1 2]})");
+    FAIL("no error");
+  } catch (const JsonError& e) {
+    CHECK_FALSE(e.at_end());
+    CHECK(e.offset() == 9);
+    CHECK_THAT(e.what(), Catch::Contains("expected ',' or ']'"));
+  }
+  CHECK_THROWS_AS(parse_json("[01x]"), JsonError);
+  CHECK_THROWS_AS(parse_json("{} {}"), JsonError);
+}
+
+TEST_CASE("check accepts a well-formed trace in array and object form") {
+  const std::string events =
+      std::string(kMeta) +
+      R"(,{"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"name":"i","ph":"i","ts":1.5,"pid":1,"tid":0,"s":"t"},)"
+      R"({"ph":"E","ts":2,"pid":1,"tid":0},{"name":"X","ph":"X","ts":0.5,"dur":3,"pid":2,"tid":0})";
+  CheckResult r = check_text("[" + events + "]");
+  INFO(r.message);
+  CHECK(r.ok);
+  CHECK(r.rows == 2);
+  CHECK(r.warnings.empty());
+  r = check_text(R"({"traceEvents":[)" + events + R"(],"displayTimeUnit":"ms"})");
+  CHECK(r.ok);
+}
+
+TEST_CASE("check names the first bad event and what is wrong with it") {
+  struct Case {
+    const char* what;
+    std::string body;  // events after the metadata event (index 0)
+    std::size_t index;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"E with nothing open",
+       R"({"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"ph":"E","ts":2,"pid":1,"tid":0},{"ph":"E","ts":3,"pid":1,"tid":0})",
+       3, "E closes no open B on row pid 1 tid 0"},
+      {"E on another row",
+       R"({"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"ph":"E","ts":2,"pid":2,"tid":0})", 2,
+       "E closes no open B on row pid 2 tid 0"},
+      {"E closing the wrong span",
+       R"({"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"name":"Q","ph":"B","ts":1,"pid":1,"tid":0},{"name":"A","ph":"E","ts":2,"pid":1,"tid":0})",
+       3, "E \"A\" does not match the open B \"Q\" (event 2)"},
+      {"time going back",
+       R"({"name":"A","ph":"B","ts":5,"pid":1,"tid":0},{"name":"r","ph":"i","ts":4.5,"pid":1,"tid":0})",
+       2, "\"ts\" 4.500 goes back in time on row pid 1 tid 0 (event 1 had 5.000)"},
+      {"missing ph", R"({"name":"A","ts":5,"pid":1,"tid":0})", 1, "missing \"ph\""},
+      {"unknown ph", R"({"name":"A","ph":"Z","ts":5,"pid":1,"tid":0})", 1, "unknown phase \"Z\""},
+      {"B without ts", R"({"name":"A","ph":"B","pid":1,"tid":0})", 1,
+       "missing or non-numeric \"ts\""},
+      {"ts as a string", R"({"name":"A","ph":"B","ts":"5","pid":1,"tid":0})", 1,
+       "missing or non-numeric \"ts\""},
+      {"B without name", R"({"ph":"B","ts":5,"pid":1,"tid":0})", 1, "phase B needs a \"name\""},
+      {"no pid", R"({"name":"A","ph":"B","ts":5,"tid":0})", 1, "missing \"pid\""},
+      {"no tid", R"({"name":"A","ph":"B","ts":5,"pid":1})", 1, "missing \"tid\""},
+      {"X without dur", R"({"name":"A","ph":"X","ts":5,"pid":1,"tid":0})", 1,
+       "phase X needs a non-negative \"dur\""},
+      {"bad instant scope", R"({"name":"A","ph":"i","ts":5,"pid":1,"tid":0,"s":"x"})", 1,
+       "instant scope"},
+      {"args not an object", R"({"name":"A","ph":"B","ts":5,"pid":1,"tid":0,"args":3})", 1,
+       "\"args\" must be an object"},
+      {"process_name without a name", R"({"name":"process_name","ph":"M","pid":1,"args":{}})", 1,
+       "process_name needs args.name"},
+      {"not an object", R"(7)", 1, "an event must be a JSON object"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    const CheckResult r = check_text(std::string("[") + kMeta + "," + c.body + "]");
+    CHECK_FALSE(r.ok);
+    CHECK(r.bad_index == c.index);
+    CHECK_THAT(r.message, Catch::StartsWith("event " + std::to_string(c.index) + ": " + c.message));
+  }
+}
+
+TEST_CASE("malformed JSON before the end is an error naming the event; a cut-short tail is not") {
+  CHECK_THROWS_WITH(read_trace_text(std::string("[") + kMeta + R"(, {"name": x}, {}])", "f.json"),
+                    Catch::StartsWith("f.json: event 1: malformed JSON"));
+  CHECK_THROWS_WITH(read_trace_text("", "f.json"), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(read_trace_text("hello", "f.json"), Catch::Contains("expected '[' or '{'"));
+  const TraceFile cut =
+      read_trace_text(std::string("[") + kMeta + R"(, {"name":"A","ph":"B","ts":1,"pi)", "f");
+  CHECK_FALSE(cut.complete);
+  CHECK(cut.events.size() == 1);
+  const TraceFile comma = read_trace_text(std::string("[") + kMeta + ",\n", "f");
+  CHECK_FALSE(comma.complete);
+  CHECK(comma.events.size() == 1);
+}
+
+TEST_CASE("hvd-timeline check exits non-zero printing the first bad event with its index") {
+  const std::string path = temp_path("bad_cli");
+  write_text(
+      path,
+      std::string("[") + kMeta +
+          R"(,{"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"ph":"E","ts":0.5,"pid":1,"tid":0}])");
+  auto [status, output] = run_tool("check " + path);
+  CHECK(status == 1);
+  CHECK_THAT(output, Catch::Contains("event 2: \"ts\" 0.500 goes back in time"));
+  CHECK_THAT(output, Catch::Contains(R"({"ph":"E","ts":0.5,"pid":1,"tid":0})"));
+  write_text(path, std::string("[") + kMeta + R"(,{"name":"A","ph":"B","ts":1,"pid":1,"tid":0})");
+  std::tie(status, output) = run_tool("check " + path);
+  CHECK(status == 0);
+  CHECK_THAT(output, Catch::Contains("OK: 2 events"));
+  CHECK_THAT(output, Catch::Contains("closing ']' is missing"));
+  std::tie(status, output) = run_tool("check /nonexistent/trace.json");
+  CHECK(status == 1);
+  CHECK_THAT(output, Catch::Contains("/nonexistent/trace.json: cannot open"));
+  std::tie(status, output) = run_tool("frobnicate x");
+  CHECK(status == 2);
+  CHECK_THAT(output, Catch::Contains("unknown command 'frobnicate'"));
+  std::tie(status, output) = run_tool("merge " + path);
+  CHECK(status == 2);
+  CHECK_THAT(output, Catch::Contains("-o OUT"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("summary: phase times, negotiation wait, fusion and the last rank ready") {
+  // Rank 2 is last in both negotiations of "w"; "v" has one unfused op with an 8 us collective.
+  const std::string text = std::string("[") + kMeta + R"(,
+{"name":"process_name","ph":"M","pid":2,"tid":0,"args":{"name":"v"}},
+{"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":0,"pid":1,"tid":0},
+{"name":"0","ph":"i","ts":0,"pid":1,"tid":0,"s":"t","args":{"rank":0}},
+{"name":"1","ph":"i","ts":10,"pid":1,"tid":0,"s":"t","args":{"rank":1}},
+{"name":"2","ph":"i","ts":30,"pid":1,"tid":0,"s":"t","args":{"rank":2}},
+{"ph":"E","ts":40,"pid":1,"tid":0},
+{"name":"ALLREDUCE","ph":"B","ts":40,"pid":1,"tid":0,"args":{"bytes":100,"fused_with":"2 tensors, 300 bytes, response 1"}},
+{"ph":"E","ts":60,"pid":1,"tid":0},
+{"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":100,"pid":1,"tid":0},
+{"name":"0","ph":"i","ts":110,"pid":1,"tid":0,"s":"t","args":{"rank":0}},
+{"name":"2","ph":"i","ts":150,"pid":1,"tid":0,"s":"t","args":{"rank":2}},
+{"ph":"E","ts":160,"pid":1,"tid":0},
+{"name":"ALLREDUCE","ph":"B","ts":40,"pid":2,"tid":0,"args":{"bytes":"200","fused_with":"2 tensors, 300 bytes, response 1"}},
+{"ph":"E","ts":60,"pid":2,"tid":0},
+{"name":"ALLREDUCE","ph":"B","ts":200,"pid":2,"tid":0,"args":{"bytes":"50"}},
+{"name":"MPI_ALLREDUCE","ph":"B","ts":201,"pid":2,"tid":0},
+{"ph":"E","ts":209,"pid":2,"tid":0},
+{"ph":"E","ts":300,"pid":2,"tid":0,"args":{"error":"boom"}}
+])";
+  const TraceFile trace = read_trace_text(text, "s.json");
+  REQUIRE(check_trace(trace).ok);
+  const TraceSummary s = summarize_trace(trace);
+  CHECK(s.spans.at("NEGOTIATE_ALLREDUCE").count == 2);
+  CHECK(s.spans.at("NEGOTIATE_ALLREDUCE").total_us == Approx(40 + 60));
+  CHECK(s.spans.at("MPI_ALLREDUCE").max_us == Approx(8));
+  CHECK(s.spans.at("ALLREDUCE").count == 3);
+  CHECK(s.tensors.at("w").negotiation.total_us == Approx(100));
+  CHECK(s.tensors.at("w").negotiation.max_us == Approx(60));
+  CHECK(s.tensors.at("v").ops.max_us == Approx(100));
+  CHECK(s.tensors.at("v").errors == 1);
+  CHECK(s.fused_ops == 2);
+  CHECK(s.fused_responses == 1);
+  CHECK(s.unfused_ops == 1);
+  CHECK(s.bytes == Approx(350));
+  CHECK(s.ranked_negotiations == 2);
+  CHECK(s.last_ready == std::map<int, std::size_t>{{2, 2}});
+  CHECK(s.errors == 1);
+  std::ostringstream out;
+  print_summary(trace, s, out);
+  CHECK_THAT(out.str(), Catch::Contains("most often last: rank 2"));
+  CHECK_THAT(out.str(), Catch::Contains("2 tensor op(s) rode in 1 fused response(s)"));
+  CHECK_THAT(out.str(), Catch::Contains("v: boom"));
+}
+
+TEST_CASE("merge: a row group per rank, the same row per tensor in every group") {
+  std::vector<TraceFile> traces;
+  for (int rank : {1, 0}) {  // given out of order, and each names its tensors in its own order
+    const std::string path = temp_path("merge_in" + std::to_string(rank));
+    hvd::Timeline t;
+    t.start(path, rank, true);
+    t.mark_cycle_start();
+    const std::vector<std::string> names =
+        rank == 0 ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"b", "a"};
+    for (const auto& n : names) {
+      t.negotiate_start(n, "ALLREDUCE");
+      t.negotiate_rank_ready(n, rank);
+      t.negotiate_end(n);
+      t.start_op(n, "ALLREDUCE", {});
+      t.end_op(n, {});
+    }
+    t.stop();
+    traces.push_back(read_trace_file(path));
+    ::unlink(path.c_str());
+  }
+  const std::string out = temp_path("merged");
+  write_trace(merge_traces(traces), out);
+  const TraceFile merged = read_trace_file(out);
+  const CheckResult r = check_trace(merged);
+  INFO(r.message);
+  REQUIRE(r.ok);
+  // Tensor rows are numbered by first appearance over the inputs: rank 1's file came first.
+  const std::vector<std::string> op = {"B NEGOTIATE_ALLREDUCE", "i 0", "E NEGOTIATE_ALLREDUCE",
+                                       "B ALLREDUCE", "E ALLREDUCE"};
+  std::vector<std::string> op1 = op;
+  op1[1] = "i 1";
+  CHECK(row_sequence(merged, 0, 1) == op);   // rank 0, tensor b
+  CHECK(row_sequence(merged, 0, 2) == op);   // rank 0, tensor a
+  CHECK(row_sequence(merged, 1, 1) == op1);  // rank 1, tensor b
+  CHECK(row_sequence(merged, 1, 0) == std::vector<std::string>{"i CYCLE_START"});
+  const TraceSummary s = summarize_trace(merged);
+  CHECK(s.tensors.size() == 2);
+  CHECK(s.tensors.at("a").ops.count == 2);  // one per rank
+  CHECK(s.cycles == 2);
+  std::size_t groups = 0;
+  for (const auto& e : merged.events) {
+    if (string_field(e, "name") == "process_name") {
+      ++groups;
+      CHECK(arg_text(e, "name") == "rank " + e.find("pid")->dump());
+    }
+  }
+  CHECK(groups == 2);
+  traces[1].rank = 1;
+  CHECK_THROWS_WITH(merge_traces(traces), Catch::Contains("records rank 1, which another input"));
+  ::unlink(out.c_str());
+}

@@ -1,0 +1,355 @@
+// The recorder through its own API: the event sequences the core produces for unfused and fused
+// allreduce and for an error response, the file being valid JSON after every flush, what a
+// killed process leaves, start/stop, the dropped-event counter and concurrent callers.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "horovodcpp/horovod.h"
+#include "timeline/timeline.h"
+#include "timeline/trace_check.h"
+#include "timeline/trace_summary.h"
+#include "timeline_test_util.h"
+
+using hvd::Timeline;
+using namespace hvd::timeline;
+using namespace hvd::timeline::test;
+
+namespace {
+
+using Seq = std::vector<std::string>;
+
+// What the coordinator's background thread records for one unfused allreduce of `name`.
+void record_unfused(Timeline& t, const std::string& name, const std::vector<int>& ready_order) {
+  t.negotiate_start(name, "ALLREDUCE");
+  for (int r : ready_order) t.negotiate_rank_ready(name, r);
+  t.negotiate_end(name);
+  t.start_op(name, "ALLREDUCE", {{"dtype", "float32"}, {"shape", "[4]"}, {"bytes", "16"}});
+  t.activity_start(name, "QUEUE");
+  t.activity_end(name);
+  t.activity_start(name, "MPI_ALLREDUCE");
+  t.activity_end(name);
+  t.end_op(name, {});
+}
+
+const Seq kUnfused = {"B NEGOTIATE_ALLREDUCE", "i 0",        "i 1",     "E NEGOTIATE_ALLREDUCE",
+                      "B ALLREDUCE",           "B QUEUE",    "E QUEUE", "B MPI_ALLREDUCE",
+                      "E MPI_ALLREDUCE",       "E ALLREDUCE"};
+
+TraceFile read_checked(const std::string& path) {
+  TraceFile trace = read_trace_file(path);
+  const CheckResult check = check_trace(trace);
+  INFO(check.message);
+  REQUIRE(check.ok);
+  return trace;
+}
+
+}  // namespace
+
+TEST_CASE("unfused allreduce: negotiation with ready instants, then the op and its activities") {
+  const std::string path = temp_path("unfused");
+  Timeline t;
+  t.start(path, 3, false);
+  REQUIRE(t.enabled());
+  record_unfused(t, "grad/w", {0, 1});
+  t.stop();
+  REQUIRE_FALSE(t.enabled());
+  const TraceFile trace = read_checked(path);
+  CHECK(trace.complete);
+  REQUIRE(trace.rank == 3);
+  REQUIRE(trace.start_wall_us.has_value());
+  CHECK(trace.dropped_events == 0u);
+  CHECK(tensor_sequence(trace, "grad/w") == kUnfused);
+  const int pid = row_pid(trace, "grad/w");
+  CHECK(pid == 1);
+  const JsonValue* op = find_begin(trace, pid, "ALLREDUCE");
+  REQUIRE(op != nullptr);
+  CHECK(arg_text(*op, "dtype") == "float32");
+  CHECK(arg_text(*op, "shape") == "[4]");
+  CHECK(op->find("args")->find("bytes")->as_number() == 16);  // integers are JSON numbers
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("the coordinator's negotiation opens at the first report and is not restarted") {
+  const std::string path = temp_path("coordinator");
+  Timeline t;
+  t.start(path, 0, false);
+  t.negotiate_start("g", "ALLGATHER");  // rank 2 reported first
+  t.negotiate_rank_ready("g", 2);
+  t.negotiate_start("g", "ALLGATHER");  // then the coordinator's own request left its queue
+  t.negotiate_rank_ready("g", 0);
+  t.negotiate_start("g", "ALLGATHER");
+  t.negotiate_rank_ready("g", 1);
+  t.negotiate_end("g");
+  t.start_op("g", "ALLGATHER", {});
+  t.end_op("g", {});
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  CHECK(tensor_sequence(trace, "g") == Seq{"B NEGOTIATE_ALLGATHER", "i 2", "i 0", "i 1",
+                                           "E NEGOTIATE_ALLGATHER", "B ALLGATHER",
+                                           "E ALLGATHER"});
+  CHECK(summarize_trace(trace).last_ready == std::map<int, std::size_t>{{1, 1}});
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("fused allreduce: each tensor's row shows the fused response it rode in") {
+  const std::string path = temp_path("fused");
+  Timeline t;
+  t.start(path, 0, false);
+  const std::vector<std::string> names = {"a", "b", "c"};
+  const std::string fused = "3 tensors, 48 bytes, first 'a'";  // the same every step
+  for (int step = 0; step < 2; ++step) {
+    for (const auto& n : names) t.negotiate_start(n, "ALLREDUCE");
+    for (int r : {2, 0, 1}) {
+      for (const auto& n : names) t.negotiate_rank_ready(n, r);
+    }
+    for (const auto& n : names) t.negotiate_end(n);
+    for (const auto& n : names) {
+      t.start_op(n, "ALLREDUCE",
+                 {{"dtype", "float32"}, {"shape", "[4]"}, {"bytes", "16"}, {"fused_with", fused}});
+    }
+    for (const char* activity :
+         {"QUEUE", "MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"}) {
+      for (const auto& n : names) t.activity_start(n, activity);
+      for (const auto& n : names) t.activity_end(n);
+    }
+    for (const auto& n : names) t.end_op(n, {});
+  }
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  Seq expected = {"B NEGOTIATE_ALLREDUCE",
+                  "i 2",
+                  "i 0",
+                  "i 1",
+                  "E NEGOTIATE_ALLREDUCE",
+                  "B ALLREDUCE",
+                  "B QUEUE",
+                  "E QUEUE",
+                  "B MEMCPY_IN_FUSION_BUFFER",
+                  "E MEMCPY_IN_FUSION_BUFFER",
+                  "B MPI_ALLREDUCE",
+                  "E MPI_ALLREDUCE",
+                  "B MEMCPY_OUT_FUSION_BUFFER",
+                  "E MEMCPY_OUT_FUSION_BUFFER",
+                  "E ALLREDUCE"};
+  const Seq once = expected;
+  expected.insert(expected.end(), once.begin(), once.end());
+  for (const auto& n : names) {
+    INFO(n);
+    CHECK(tensor_sequence(trace, n) == expected);
+    CHECK(arg_text(*find_begin(trace, row_pid(trace, n), "ALLREDUCE"), "fused_with") == fused);
+  }
+  const TraceSummary s = summarize_trace(trace);
+  CHECK(s.fused_ops == 6);
+  CHECK(s.fused_responses == 2);  // one per step, though fused_with reads the same
+  CHECK(s.unfused_ops == 0);
+  CHECK(s.fused_bytes == 96);
+  CHECK(s.ranked_negotiations == 6);
+  CHECK(s.last_ready == std::map<int, std::size_t>{{1, 6}});  // rank 1 reported last each time
+  CHECK(s.spans.at("MPI_ALLREDUCE").count == 6);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("an error response is an ERROR op carrying the message") {
+  const std::string path = temp_path("error");
+  Timeline t;
+  t.start(path, 0, false);
+  t.negotiate_start("bad", "ALLREDUCE");
+  t.negotiate_end("bad");
+  t.start_op("bad", "ERROR", {{"error", "Mismatched shapes: rank 0 [4], rank 1 [5]"}});
+  t.end_op("bad", {});
+  t.start_op("late", "ALLREDUCE", {});
+  t.activity_start("late", "MPI_ALLREDUCE");
+  t.end_op("late", {{"error", "MPI_Allreduce failed"}});  // closes the open activity first
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  CHECK(tensor_sequence(trace, "bad") ==
+        Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ERROR", "E ERROR"});
+  CHECK(tensor_sequence(trace, "late") ==
+        Seq{"B ALLREDUCE", "B MPI_ALLREDUCE", "E MPI_ALLREDUCE", "E ALLREDUCE"});
+  const TraceSummary s = summarize_trace(trace);
+  CHECK(s.errors == 2);
+  REQUIRE(s.error_messages.size() == 2);
+  CHECK(s.error_messages[0] == "bad: Mismatched shapes: rank 0 [4], rank 1 [5]");
+  CHECK(s.error_messages[1] == "late: MPI_Allreduce failed");
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("the file is strict JSON after every flush, while recording") {
+  const std::string path = temp_path("flush");
+  Timeline t;
+  t.start(path, 0, false);
+  std::size_t previous = 0;
+  for (int step = 0; step < 3; ++step) {
+    record_unfused(t, "x" + std::to_string(step), {0, 1});
+    t.negotiate_start("open", "ALLREDUCE");  // left open: the file must still be valid JSON
+    t.flush();
+    const JsonValue doc = parse_json(file_text(path));  // throws if not strict JSON
+    REQUIRE(doc.kind() == JsonValue::Kind::Array);
+    CHECK(doc.items().size() > previous);
+    previous = doc.items().size();
+    t.negotiate_end("open");
+  }
+  t.stop();
+  CHECK(parse_json(file_text(path)).items().size() > previous);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("a process killed with SIGKILL leaves a file the tool reads up to the last flush") {
+  const std::string path = temp_path("killed");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    Timeline t;
+    t.start(path, 1, true);
+    record_unfused(t, "done", {0, 1});
+    t.negotiate_start("inflight", "ALLREDUCE");
+    t.start_op("inflight", "ALLREDUCE", {});
+    t.activity_start("inflight", "MPI_ALLREDUCE");
+    t.flush();
+    ::raise(SIGKILL);  // no stop(): the spans stay open, as in a real crash
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  const TraceFile trace = read_trace_file(path);
+  const CheckResult check = check_trace(trace);
+  CHECK(check.ok);
+  CHECK(trace.complete);  // killed between writes: the trailer is in place
+  CHECK(tensor_sequence(trace, "done") == kUnfused);
+  CHECK(tensor_sequence(trace, "inflight") ==
+        Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE", "B MPI_ALLREDUCE"});
+  REQUIRE_FALSE(check.warnings.empty());
+  CHECK_THAT(check.warnings[0], Catch::Contains("2 span(s) still open"));
+
+  // A kill inside a write: the file stops in the middle of an event, or before the "]".
+  const std::string text = file_text(path);
+  const std::size_t last = text.rfind("{\"name\"");
+  const TraceFile cut = read_trace_text(text.substr(0, last + 20), path);
+  CHECK_FALSE(cut.complete);
+  CHECK_THAT(cut.note,
+             Catch::Contains("ends inside event " + std::to_string(trace.events.size() - 1)));
+  CHECK(cut.events.size() == trace.events.size() - 1);
+  CHECK(check_trace(cut).ok);
+  const TraceFile open = read_trace_text(text.substr(0, text.rfind(']')), path);
+  CHECK_FALSE(open.complete);
+  CHECK(open.events.size() == trace.events.size());
+  CHECK_THAT(open.note, Catch::Contains("closing ']' is missing"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("start/stop at run time: each recording is its own file; stop closes open spans") {
+  const std::string first = temp_path("first");
+  const std::string second = temp_path("second");
+  Timeline t;
+  t.negotiate_start("before", "ALLREDUCE");  // not recording: ignored
+  t.start(first, 0, false);
+  record_unfused(t, "one", {0, 1});
+  t.start_op("left_open", "ALLGATHER", {});
+  t.activity_start("left_open", "MPI_ALLGATHER");
+  t.start(second, 0, false);  // stops the first recording
+  record_unfused(t, "two", {1, 0});
+  t.stop();
+  t.stop();                            // idempotent
+  record_unfused(t, "after", {0, 1});  // not recording: ignored
+
+  const TraceFile a = read_checked(first);
+  CHECK(check_trace(a).warnings.empty());  // stop closed every span
+  CHECK(tensor_sequence(a, "one") == kUnfused);
+  CHECK(tensor_sequence(a, "left_open") ==
+        Seq{"B ALLGATHER", "B MPI_ALLGATHER", "E MPI_ALLGATHER", "E ALLGATHER"});
+  CHECK(row_pid(a, "two") == -1);
+  CHECK(row_pid(a, "before") == -1);
+  const TraceFile b = read_checked(second);
+  CHECK(row_pid(b, "two") == 1);  // rows are numbered afresh per file
+  CHECK(row_pid(b, "one") == -1);
+  CHECK(row_pid(b, "after") == -1);
+  ::unlink(first.c_str());
+  ::unlink(second.c_str());
+}
+
+TEST_CASE("a path that cannot be opened is an hvd::Error naming it") {
+  Timeline t;
+  CHECK_THROWS_WITH(
+      t.start("/nonexistent-dir/x/timeline.json", 0, false),
+      Catch::Contains("/nonexistent-dir/x/timeline.json") && Catch::Contains("cannot open"));
+  CHECK_FALSE(t.enabled());
+}
+
+TEST_CASE("CYCLE_START instants only with mark_cycles") {
+  for (bool mark : {false, true}) {
+    const std::string path = temp_path("cycles");
+    Timeline t;
+    t.start(path, 0, mark);
+    for (int i = 0; i < 5; ++i) t.mark_cycle_start();
+    t.stop();
+    const TraceFile trace = read_checked(path);
+    CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));
+    ::unlink(path.c_str());
+  }
+}
+
+TEST_CASE("a full queue drops events, counts them, and keeps every row nested") {
+  const std::string path = temp_path("dropped");
+  hvd::TimelineOptions options;
+  options.queue_capacity = 16;
+  options.flush_interval = std::chrono::milliseconds(60000);
+  options.wake_when_half_full = false;  // the writer only drains at stop
+  Timeline t(options);
+  t.start(path, 0, false);
+  t.start_op("kept", "ALLREDUCE", {});                                 // 2 metadata + B: fits
+  for (int i = 0; i < 20; ++i) t.negotiate_rank_ready("kept", i % 4);  // 13 fit
+  t.start_op("lost", "ALLREDUCE", {});  // queue full: its B is dropped, and so its E
+  t.activity_start("lost", "MPI_ALLREDUCE");
+  t.activity_end("lost");
+  t.end_op("lost", {});
+  t.end_op("kept", {});  // the E of a written B always goes in
+  const std::uint64_t dropped = t.dropped_events();
+  CHECK(dropped == 7 + 4);  // 7 instants, then B/B/E/E of "lost"
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  CHECK(check_trace(trace).warnings.size() == 1);  // the dropped-events warning
+  REQUIRE(trace.dropped_events.has_value());
+  CHECK(*trace.dropped_events == dropped);
+  const Seq kept = tensor_sequence(trace, "kept");
+  CHECK(kept.size() == 1 + 13 + 1);
+  CHECK(kept.back() == "E ALLREDUCE");
+  CHECK(tensor_sequence(trace, "lost").empty());
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("background and finalizer threads may record at the same time") {
+  const std::string path = temp_path("threads");
+  hvd::TimelineOptions options;
+  options.flush_interval = std::chrono::milliseconds(1);
+  Timeline t(options);
+  t.start(path, 0, false);
+  auto worker = [&t](const std::string& prefix) {
+    for (int i = 0; i < 200; ++i) record_unfused(t, prefix + std::to_string(i % 7), {0, 1});
+  };
+  std::thread a(worker, "bg_"), b(worker, "gpu_");
+  a.join();
+  b.join();
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  const TraceSummary s = summarize_trace(trace);
+  CHECK(s.spans.at("ALLREDUCE").count == 400);
+  CHECK(s.spans.at("NEGOTIATE_ALLREDUCE").count == 400);
+  CHECK(s.tensors.size() == 14);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("tensor names are escaped in the JSON") {
+  const std::string path = temp_path("escape");
+  const std::string name = "layer \"1\"\\bias\n\t\x01";
+  Timeline t;
+  t.start(path, 0, false);
+  record_unfused(t, name, {0});
+  t.stop();
+  const TraceFile trace = read_checked(path);
+  CHECK(row_pid(trace, name) == 1);
+  ::unlink(path.c_str());
+}

@@ -1,0 +1,88 @@
+// Helpers shared by the timeline tests: temporary paths, file text, and a tensor row's events
+// flattened to strings ("B ALLREDUCE", "i 1", "E ALLREDUCE") so sequences compare directly.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "timeline/trace_file.h"
+
+namespace hvd::timeline::test {
+
+inline std::string temp_path(const std::string& stem) {
+  return "/tmp/hvd_timeline_test_" + std::to_string(::getpid()) + "_" + stem + ".json";
+}
+
+inline std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// The pid of the row whose process_name is `tensor` (-1 if none).
+inline int row_pid(const TraceFile& trace, const std::string& tensor) {
+  for (const auto& event : trace.events) {
+    if (string_field(event, "ph") != "M" || string_field(event, "name") != "process_name") continue;
+    const JsonValue* args = event.find("args");
+    if (args && args->find("name") && args->find("name")->as_string() == tensor) {
+      return static_cast<int>(event.find("pid")->as_number());
+    }
+  }
+  return -1;
+}
+
+// The timed events on one row (pid, and tid when given), each as "PH NAME"; an E carries the
+// name of the B it closes.
+inline std::vector<std::string> row_sequence(const TraceFile& trace, int pid, int tid = -1) {
+  std::vector<std::string> out;
+  std::vector<std::string> open;
+  for (const auto& event : trace.events) {
+    const std::string ph = string_field(event, "ph");
+    if (ph == "M" || !event.find("pid") || event.find("pid")->as_number() != pid) continue;
+    if (tid >= 0 && event.find("tid")->as_number() != tid) continue;
+    if (ph == "B") open.push_back(string_field(event, "name"));
+    if (ph == "E") {
+      out.push_back("E " + (open.empty() ? std::string("?") : open.back()));
+      if (!open.empty()) open.pop_back();
+    } else {
+      out.push_back(ph + " " + string_field(event, "name"));
+    }
+  }
+  return out;
+}
+
+inline std::vector<std::string> tensor_sequence(const TraceFile& trace, const std::string& tensor) {
+  return row_sequence(trace, row_pid(trace, tensor));
+}
+
+// The first B event named `name` on a row, or nullptr.
+inline const JsonValue* find_begin(const TraceFile& trace, int pid, const std::string& name) {
+  for (const auto& event : trace.events) {
+    if (string_field(event, "ph") == "B" && string_field(event, "name") == name &&
+        event.find("pid")->as_number() == pid) {
+      return &event;
+    }
+  }
+  return nullptr;
+}
+
+inline std::string arg_text(const JsonValue& event, const char* key) {
+  const JsonValue* args = event.find("args");
+  const JsonValue* value = args ? args->find(key) : nullptr;
+  if (value == nullptr) return "<absent>";
+  return value->is_string() ? value->as_string() : value->dump();
+}
+
+}  // namespace hvd::timeline::test

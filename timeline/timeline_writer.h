@@ -1,0 +1,54 @@
+// Formats timeline events as Chrome Trace Event JSON and appends them to one file so that the
+// file is a complete JSON array after every write: each batch ends with the closing "]", and the
+// next batch overwrites that trailer in place. A process killed between writes leaves valid JSON;
+// one killed inside a write leaves a file whose last event is cut short, which hvd-timeline
+// tolerates. Used only by the Timeline's writer thread; owned by the Timeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+
+// One recorded event, as the background thread hands it over (formatted later, off its path).
+struct TimelineEvent {
+  char phase = 'B';        // 'B', 'E', 'i' (instant) or 'M' (metadata)
+  char scope = 0;          // instants: 'g' (global) or 't' (thread); 0 for others
+  int pid = 0;             // the tensor's row (0: the runtime's own row)
+  std::int64_t ts_ns = 0;  // since recording started
+  std::string name;
+  TimelineArgs args;  // values that are plain integers are written as JSON numbers
+};
+
+class TimelineWriter {
+ public:
+  // Creates (truncates) `path` and writes the header metadata. Throws hvd::Error naming the path.
+  TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us);
+  ~TimelineWriter();
+  TimelineWriter(const TimelineWriter&) = delete;
+  TimelineWriter& operator=(const TimelineWriter&) = delete;
+
+  // Appends the events and the closing bracket in one write. Returns false (and stops writing)
+  // after an I/O error, which is logged once.
+  bool write(const std::vector<TimelineEvent>& events);
+  const std::string& path() const { return path_; }
+
+ private:
+  void format(const TimelineEvent& event, std::string& out);
+  bool append(const std::string& body);
+
+  std::string path_;
+  int fd_ = -1;
+  bool failed_ = false;
+  bool first_event_ = true;
+  std::int64_t content_end_ = 0;  // where the trailer starts; the next batch overwrites it
+  std::string buffer_;            // reused between batches
+};
+
+// Formats a TimelineArgs value: a JSON number when it is a plain integer, else a string.
+void append_json_arg_value(std::string& out, const std::string& value);
+
+}  // namespace hvd::detail

@@ -1,0 +1,145 @@
+#include "timeline/trace_merge.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace hvd::timeline {
+namespace {
+
+JsonValue meta(const std::string& name, int pid, double tid, const char* key, JsonValue value) {
+  JsonValue event = JsonValue::object();
+  event.set("name", JsonValue::string(name));
+  event.set("ph", JsonValue::string("M"));
+  event.set("pid", JsonValue::number(pid));
+  event.set("tid", JsonValue::number(tid));
+  JsonValue args = JsonValue::object();
+  args.set(key, std::move(value));
+  event.set("args", std::move(args));
+  return event;
+}
+
+// A trace's own rows: pid (as text) -> process_name, i.e. the tensor name.
+std::map<std::string, std::string> tensor_names(const TraceFile& trace) {
+  std::map<std::string, std::string> names;
+  for (const auto& event : trace.events) {
+    if (string_field(event, "ph") != "M" || string_field(event, "name") != "process_name") continue;
+    const JsonValue* args = event.find("args");
+    if (args != nullptr && args->find("name") != nullptr && event.find("pid") != nullptr) {
+      names[event.find("pid")->dump()] = args->find("name")->as_string();
+    }
+  }
+  return names;
+}
+
+std::vector<int> ranks_of(const std::vector<TraceFile>& traces) {
+  std::vector<int> ranks;
+  std::set<int> seen;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const int rank = traces[i].rank.value_or(static_cast<int>(i));
+    if (!seen.insert(rank).second) {
+      throw TraceError("merge: " + traces[i].path + " records rank " + std::to_string(rank) +
+                       ", which another input also records");
+    }
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+// The earliest recorded wall-clock start: ranks are shifted onto it.
+std::optional<std::int64_t> base_wall_us(const std::vector<TraceFile>& traces) {
+  std::optional<std::int64_t> base;
+  for (const auto& trace : traces) {
+    if (trace.start_wall_us && (!base || *trace.start_wall_us < *base)) base = trace.start_wall_us;
+  }
+  return base;
+}
+
+// Row numbers by tensor, in order of first appearance over the inputs (row 0: the runtime's).
+std::map<std::string, int> tensor_rows(
+    const std::vector<TraceFile>& traces,
+    const std::vector<std::map<std::string, std::string>>& names) {
+  std::map<std::string, int> rows;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    for (const auto& event : traces[i].events) {
+      const JsonValue* pid = event.find("pid");
+      if (pid == nullptr || pid->dump() == "0") continue;
+      auto name = names[i].find(pid->dump());
+      if (name != names[i].end() && !rows.count(name->second)) {
+        const int row = static_cast<int>(rows.size()) + 1;
+        rows[name->second] = row;
+      }
+    }
+  }
+  return rows;
+}
+
+void append_group_metadata(int rank, const TraceFile& trace, const std::map<std::string, int>& rows,
+                           std::vector<JsonValue>& out) {
+  out.push_back(
+      meta("process_name", rank, 0, "name", JsonValue::string("rank " + std::to_string(rank))));
+  out.push_back(meta("process_sort_index", rank, 0, "sort_index", JsonValue::number(rank)));
+  out.push_back(meta("thread_name", rank, 0, "name", JsonValue::string("runtime")));
+  out.push_back(meta("hvd_rank_group", rank, 0, "rank", JsonValue::number(rank)));
+  for (const auto& [name, row] : rows) {
+    out.push_back(meta("thread_name", rank, row, "name", JsonValue::string(name)));
+    out.push_back(meta("thread_sort_index", rank, row, "sort_index", JsonValue::number(row)));
+  }
+  if (trace.dropped_events) {
+    out.push_back(meta("hvd_dropped_events", rank, 0, "count",
+                       JsonValue::number(static_cast<double>(*trace.dropped_events))));
+  }
+}
+
+}  // namespace
+
+std::vector<JsonValue> merge_traces(const std::vector<TraceFile>& traces) {
+  const std::vector<int> ranks = ranks_of(traces);
+  const auto base = base_wall_us(traces);
+  std::vector<std::map<std::string, std::string>> names;
+  for (const auto& trace : traces) names.push_back(tensor_names(trace));
+  std::map<std::string, int> rows = tensor_rows(traces, names);
+  std::vector<JsonValue> out;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    append_group_metadata(ranks[i], traces[i], rows, out);
+  }
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const double shift =
+        traces[i].start_wall_us && base ? double(*traces[i].start_wall_us - *base) : 0;
+    for (const auto& event : traces[i].events) {
+      if (string_field(event, "ph") == "M") continue;  // regenerated above
+      const JsonValue* pid = event.find("pid");
+      const std::string pid_text = pid != nullptr ? pid->dump() : "0";
+      auto name = names[i].find(pid_text);
+      const int row = (pid_text == "0" || name == names[i].end()) ? 0 : rows[name->second];
+      JsonValue copy = event;
+      copy.set("pid", JsonValue::number(ranks[i]));
+      copy.set("tid", JsonValue::number(row));
+      if (auto ts = number_field(event, "ts")) copy.set("ts", JsonValue::number(*ts + shift));
+      if (string_field(event, "s") == "g") copy.set("s", JsonValue::string("p"));  // per rank
+      out.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+
+void write_trace(const std::vector<JsonValue>& events, const std::string& path) {
+  std::string text = "[\n";
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (i > 0) text += ",\n";
+    events[i].dump_to(text);
+  }
+  text += "\n]\n";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw TraceError("merge: cannot open '" + path + "' for writing: " + std::strerror(errno));
+  out << text;
+  out.close();
+  if (!out) throw TraceError("merge: writing '" + path + "' failed");
+}
+
+}  // namespace hvd::timeline

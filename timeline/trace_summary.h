@@ -1,0 +1,48 @@
+// Aggregates a trace into what a user asks first: where the time goes per phase and op, how long
+// each tensor waited in negotiation, how much was fused, the slowest tensors, and which rank was
+// last to report ready most often (the straggler). Tool-side only.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "timeline/trace_file.h"
+
+namespace hvd::timeline {
+
+struct SpanStats {
+  std::size_t count = 0;
+  double total_us = 0;
+  double max_us = 0;
+  void add(double us);
+};
+
+struct TensorStats {
+  SpanStats ops;          // the top-level op spans (ALLREDUCE, ...)
+  SpanStats negotiation;  // NEGOTIATE_<OP> spans
+  std::size_t errors = 0;
+};
+
+struct TraceSummary {
+  std::map<std::string, SpanStats> spans;      // every span name: phases, ops, activities
+  std::map<std::string, TensorStats> tensors;  // by row (tensor) name
+  std::size_t fused_ops = 0;                   // tensor ops that rode in a fused response
+  std::size_t fused_responses = 0;             // distinct fused responses (args.fused_with values)
+  std::size_t unfused_ops = 0;
+  double bytes = 0;  // sum of args.bytes over ops
+  double fused_bytes = 0;
+  std::map<int, std::size_t> last_ready;  // rank -> negotiations in which it reported last
+  std::size_t ranked_negotiations = 0;    // negotiations with 2+ ranks reporting
+  std::size_t cycles = 0;
+  std::size_t errors = 0;
+  std::vector<std::string> error_messages;  // the first few
+  std::size_t open_spans = 0;
+};
+
+TraceSummary summarize_trace(const TraceFile& trace);
+void print_summary(const TraceFile& trace, const TraceSummary& summary, std::ostream& out);
+
+}  // namespace hvd::timeline
