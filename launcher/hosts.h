@@ -1,0 +1,28 @@
+// Host lists for hvdrun: `-H a:2,b:2` and hostfiles (`host slots=N` per line, # comments).
+// Pure parsing, used on the main thread before anything is launched.
+#pragma once
+
+#include <istream>
+#include <string>
+#include <vector>
+
+namespace hvd::launcher {
+
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+
+// "a:2,b,c:4" (a host without :N has one slot). Throws hvd::Error naming the bad entry.
+std::vector<HostSlots> parse_host_list(const std::string& text);
+
+// One host per line: `HOST`, `HOST slots=N` or `HOST:N`; `#` starts a comment. Throws hvd::Error
+// naming `source` and the line number of the first bad line.
+std::vector<HostSlots> parse_hostfile(std::istream& in, const std::string& source);
+std::vector<HostSlots> read_hostfile(const std::string& path);
+
+int total_slots(const std::vector<HostSlots>& hosts);
+// Open MPI's -H form: "a:2,b:2".
+std::string host_list_string(const std::vector<HostSlots>& hosts);
+
+}  // namespace hvd::launcher

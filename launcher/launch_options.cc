@@ -1,0 +1,138 @@
+#include "launch_options.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
+#include "horovodcpp/horovod.h"
+
+namespace hvd::launcher {
+namespace {
+
+constexpr const char* kDescription =
+    "hvdrun: runs a horovodcpp program on N processes through Open MPI's mpirun (srun inside a "
+    "Slurm allocation). Everything from PROGRAM on goes to every rank unchanged.";
+constexpr const char* kFooter =
+    "Examples:\n  hvdrun -np 4 ./train\n  hvdrun -np 8 -H node1:4,node2:4 --fusion-threshold-mb 64 "
+    "./train --epochs 5\n  hvdrun -np 2 --dry-run ./train      (print the command, run nothing)";
+
+void add_launch_flags(CLI::App& app, LaunchOptions& o) {
+  const char* hosts = "Hosts and processes";
+  app.add_option("--num-proc", o.np, "Number of processes (also -np).")
+      ->type_name("N")->group(hosts);
+  app.add_option("-H,--hosts", o.hosts, "Hosts and slots: host1:2,host2:4 (default localhost:N).")
+      ->type_name("HOSTS")->group(hosts);
+  app.add_option("--hostfile", o.hostfile, "File with one 'HOST slots=N' per line; # comments.")
+      ->type_name("FILE")->group(hosts);
+  app.add_option("-p,--ssh-port", o.ssh_port, "SSH port on the hosts.")
+      ->type_name("PORT")->group(hosts);
+  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH identity (private key) file.")
+      ->type_name("FILE")->group(hosts);
+  app.add_option("--network-interfaces", o.network_interfaces,
+                 "Interfaces or subnets for MPI traffic, e.g. eth0 or 10.0.0.0/24 (comma-separated).")
+      ->type_name("LIST")->group(hosts);
+  app.add_option("--start-timeout", o.start_timeout,
+                 "Before launching, every other host must answer mpirun's ssh/rsh agent within "
+                 "this many seconds (also sets Open MPI's orte_startup_timeout).")
+      ->type_name("SECONDS")->group(hosts);
+  const char* run = "Launch";
+  app.add_option("--output-filename", o.output_filename,
+                 "Write each rank's output under this directory (mpirun --output-filename).")
+      ->type_name("DIR")->group(run);
+  app.add_option("--mpi-args", o.mpi_args, "Extra arguments for mpirun (or srun), split on spaces.")
+      ->type_name("\"ARGS\"")->group(run);
+  app.add_flag("--verbose", o.verbose, "Print the command before running it.")->group(run);
+  app.add_flag("--dry-run", o.dry_run, "Print the command and the environment it adds, then exit.")
+      ->group(run);
+  app.add_flag("--check-build", o.check_build, "List what this build contains and exit.")->group(run);
+  app.add_flag("--version", o.version, "Print the version and exit.")->group(run);
+}
+
+// The program begins at the first word that is neither a flag nor a flag's value; `--` also
+// ends hvdrun's flags. CLI11 cannot name a flag "-np", so it is rewritten to --num-proc here,
+// and values are attached (--name=value) so a value such as "-1" is never read as a flag.
+void split_arguments(CLI::App& app, const std::vector<std::string>& args,
+                     std::vector<std::string>* ours, std::vector<std::string>* command) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& tok = args[i];
+    if (tok == "--") {
+      command->assign(args.begin() + i + 1, args.end());
+      return;
+    }
+    if (tok.size() < 2 || tok[0] != '-') {
+      command->assign(args.begin() + i, args.end());
+      return;
+    }
+    std::string name, value;
+    bool attached = false;
+    if (tok.rfind("--", 0) == 0 || tok == "-np" || tok.rfind("-np=", 0) == 0) {
+      auto eq = tok.find('=');
+      name = tok.substr(0, eq);
+      attached = eq != std::string::npos;
+      if (attached) value = tok.substr(eq + 1);
+      if (name == "-np") name = "--num-proc";
+    } else {
+      name = tok.substr(0, 2);
+      attached = tok.size() > 2;
+      if (attached) value = tok.substr(2);
+    }
+    CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt == nullptr) throw hvd::Error("unknown flag '" + tok + "' (see hvdrun --help)");
+    if (opt->get_items_expected_max() == 0) {
+      if (attached) throw hvd::Error("flag " + name + " takes no value (got '" + tok + "')");
+      ours->push_back(name);
+      continue;
+    }
+    if (!attached) {
+      if (i + 1 >= args.size()) throw hvd::Error("flag " + tok + " needs a value");
+      value = args[++i];
+    }
+    ours->push_back("--" + opt->get_lnames().front() + "=" + value);
+  }
+}
+
+void check_values(const CLI::App& app, const LaunchOptions& o) {
+  if (app.count("--num-proc") && o.np < 1)
+    throw hvd::Error("-np must be at least 1 (got " + std::to_string(o.np) + ")");
+  if (!o.hosts.empty() && !o.hostfile.empty())
+    throw hvd::Error("give either -H/--hosts or --hostfile, not both");
+  if (app.count("--ssh-port") && (o.ssh_port < 1 || o.ssh_port > 65535))
+    throw hvd::Error("-p/--ssh-port must be 1..65535 (got " + std::to_string(o.ssh_port) + ")");
+  if (app.count("--start-timeout") && o.start_timeout < 1)
+    throw hvd::Error("--start-timeout must be at least 1 second (got " +
+                     std::to_string(o.start_timeout) + ")");
+  if (app.count("--network-interfaces") && o.network_interfaces.empty())
+    throw hvd::Error("--network-interfaces needs at least one interface or subnet");
+  if (o.command.empty() && !o.version && !o.check_build)
+    throw hvd::Error("missing program to run. Usage: hvdrun -np N PROGRAM [ARGS...]");
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
+  ParsedCommandLine result;
+  LaunchOptions& o = result.options;
+  CLI::App app{kDescription, "hvdrun"};
+  app.footer(kFooter);
+  // The usage line reads "Usage: hvdrun [-np N FLAGS...] PROGRAM [ARGS...]".
+  app.get_formatter()->label("OPTIONS", "-np N FLAGS...] PROGRAM [ARGS...");
+  add_launch_flags(app, o);
+  KnobFlags knobs;
+  knobs.add_to(app);
+
+  std::vector<std::string> ours;
+  split_arguments(app, args, &ours, &o.command);
+  std::reverse(ours.begin(), ours.end());  // CLI11 takes a vector in reverse order
+  try {
+    app.parse(ours);
+  } catch (const CLI::CallForHelp&) {
+    result.help = app.help();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    throw hvd::Error(e.what());
+  }
+  o.knob_env = knobs.environment();
+  check_values(app, o);
+  return result;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,89 @@
+// hvdrun: parse the command line, build the mpirun (or srun) argv, and run it under supervision.
+// Exit codes: the failing rank's (as mpirun reports it), 128+N after signal N, 2 for usage errors.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "check_build.h"
+#include "command.h"
+#include "host_check.h"
+#include "horovodcpp/horovod.h"
+#include "launch_options.h"
+#include "supervisor.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace hvd::launcher;
+
+void print_plan(const LaunchPlan& plan, std::ostream& out) {
+  if (!plan.note.empty()) out << "hvdrun: " << plan.note << "\n";
+  out << "hvdrun: command: " << format_command(plan.argv) << "\n";
+  if (plan.added.empty()) out << "hvdrun: environment added: (none)\n";
+  for (const auto& [name, value] : plan.added)
+    out << "hvdrun: environment added: " << name << "=" << shell_quote(value) << "\n";
+}
+
+// Checks that fail before anything starts: the launcher and (when local) the program exist.
+void check_programs(const LaunchPlan& plan, const std::string& program) {
+  if (find_program(plan.launcher, plan.child_env).empty()) {
+    if (plan.launcher == "srun")
+      throw hvd::Error("srun not found in PATH (SLURM_JOB_ID is set, so hvdrun uses srun)");
+    throw hvd::Error("mpirun not found in PATH; install Open MPI (e.g. apt-get install "
+                     "openmpi-bin) or add its bin directory to PATH");
+  }
+  // On other hosts the program may live where this machine cannot see: only checked locally.
+  if (plan.local && find_program(program, plan.child_env).empty())
+    throw hvd::Error("program '" + program + "' not found (not an executable file and not in "
+                     "PATH)");
+}
+
+int run(const std::vector<std::string>& args) {
+  ParsedCommandLine parsed = parse_command_line(args);
+  if (!parsed.help.empty()) {
+    std::cout << parsed.help;
+    return 0;
+  }
+  const LaunchOptions& o = parsed.options;
+  if (o.version) {
+    std::cout << "hvdrun (horovodcpp) " << build_info().version << "\n";
+    return 0;
+  }
+  if (o.check_build) {
+    std::cout << check_build_report(build_info());
+    return 0;
+  }
+  LaunchContext context{environment_from(environ), geteuid() == 0};
+  LaunchPlan plan = build_launch_plan(o, context);
+  for (const auto& w : plan.warnings) std::cerr << "hvdrun: warning: " << w << "\n";
+  if (o.dry_run) {
+    print_plan(plan, std::cout);
+    return 0;
+  }
+  check_programs(plan, o.command.front());
+  if (o.verbose) print_plan(plan, std::cerr);
+  if (o.start_timeout > 0 && plan.launcher == "mpirun" && !plan.local)
+    check_hosts_reachable(plan, o, std::chrono::seconds(o.start_timeout));
+  RunOutcome outcome = run_supervised(plan.argv, plan.child_env);
+  if (outcome.exit_code != 0 && outcome.signal_forwarded == 0) {
+    std::string why = outcome.failed ? describe(*outcome.failed) : "a rank failed";
+    std::cerr << "hvdrun: " << why << "; " << plan.launcher << " ended the other ranks; exit code "
+              << outcome.exit_code << "\n";
+  }
+  return outcome.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const hvd::Error& e) {
+    std::cerr << "hvdrun: error: " << e.what() << "\n";
+    return kUsageExitCode;
+  } catch (const std::exception& e) {
+    std::cerr << "hvdrun: error: " << e.what() << "\n";
+    return kUsageExitCode;
+  }
+}

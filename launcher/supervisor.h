@@ -1,0 +1,34 @@
+// Runs the launcher (mpirun or srun) from an argv vector and stays with it until it ends:
+// relays its stderr (finding the failed rank in it), forwards SIGINT/SIGTERM/SIGHUP once, and
+// SIGKILLs it and every process below it if it has not exited `grace` later. hvdrun becomes a
+// child subreaper first, so ranks orphaned by a dying mpirun are still found and ended.
+// Runs on hvdrun's main thread; one supervised launch per process.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "knobs.h"
+#include "rank_report.h"
+
+namespace hvd::launcher {
+
+struct SupervisorOptions {
+  std::chrono::milliseconds grace{3000};
+};
+
+struct RunOutcome {
+  int exit_code = 0;              // what hvdrun exits with
+  int signal_forwarded = 0;       // the first SIGINT/SIGTERM/SIGHUP hvdrun received, or 0
+  bool killed_after_grace = false;
+  int leftovers_killed = 0;       // processes still alive after the launcher exited
+  std::optional<FailedRank> failed;
+};
+
+// Throws hvd::Error when the program cannot be found or started.
+RunOutcome run_supervised(const std::vector<std::string>& argv, const Environment& env,
+                          const SupervisorOptions& options = {});
+
+}  // namespace hvd::launcher

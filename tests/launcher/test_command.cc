@@ -1,0 +1,187 @@
+// The exact argv hvdrun runs for each flag, the environment it adds, and srun under Slurm.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "command.h"
+#include "horovodcpp/horovod.h"
+#include "host_check.h"
+
+using namespace hvd::launcher;
+using Args = std::vector<std::string>;
+
+namespace {
+
+const Environment kEnv = {{"PATH", "/usr/bin:/bin"},
+                          {"HOME", "/root"},
+                          {"CUDA_VISIBLE_DEVICES", "0,1"},
+                          {"BASH_FUNC_module%%", "() { echo hi; }"},
+                          {"_", "/usr/bin/hvdrun"},
+                          {"LANG", "C.UTF-8"}};
+// What every local launch as root starts with, then what every launch ends with.
+const Args kRootLocal4 = {"mpirun", "--allow-run-as-root", "-np", "4", "-H", "localhost:4",
+                          "-bind-to", "none", "-map-by", "slot", "--tag-output"};
+const Args kForwarded = {"-x", "HOME", "-x", "LANG", "-x", "PATH"};
+
+LaunchPlan plan_for(const Args& args, Environment env = kEnv, bool root = true) {
+  return build_launch_plan(parse_command_line(args).options, LaunchContext{env, root});
+}
+
+Args concat(std::initializer_list<Args> parts) {
+  Args out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+std::string plan_error(const Args& args, Environment env = kEnv) {
+  try {
+    plan_for(args, env);
+  } catch (const hvd::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("local launch: -H localhost:N, binding, tags, forwarded environment") {
+  auto plan = plan_for({"-np", "4", "prog", "a b", "it's;rm -rf x", "$HOME"});
+  CHECK(plan.launcher == "mpirun");
+  CHECK(plan.local);
+  CHECK(plan.argv == concat({kRootLocal4, kForwarded, {"prog", "a b", "it's;rm -rf x", "$HOME"}}));
+  CHECK(plan.added.empty());
+  CHECK(plan.child_env == kEnv);
+}
+
+TEST_CASE("--allow-run-as-root only as root") {
+  auto plan = plan_for({"-np", "2", "prog"}, kEnv, false);
+  CHECK(plan.argv == concat({{"mpirun", "-np", "2", "-H", "localhost:2", "-bind-to", "none",
+                              "-map-by", "slot", "--tag-output"},
+                             kForwarded, {"prog"}}));
+}
+
+TEST_CASE("mpirun flags: output, ssh, interfaces, start timeout, --mpi-args") {
+  CHECK(plan_for({"-np", "4", "--output-filename", "/tmp/o", "prog"}).argv ==
+        concat({kRootLocal4, {"--output-filename", "/tmp/o"}, kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "-p", "2222", "prog"}).argv ==
+        concat({kRootLocal4, {"-mca", "plm_rsh_args", "-p 2222"}, kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "-i", "/k/id_rsa", "prog"}).argv ==
+        concat({kRootLocal4, {"-mca", "plm_rsh_args", "-i /k/id_rsa"}, kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "-p", "22", "-i", "/k/id", "prog"}).argv ==
+        concat({kRootLocal4, {"-mca", "plm_rsh_args", "-p 22 -i /k/id"}, kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "--network-interfaces", "eth1,10.1.0.0/16", "prog"}).argv ==
+        concat({kRootLocal4,
+                {"-mca", "btl_tcp_if_include", "eth1,10.1.0.0/16", "-mca", "oob_tcp_if_include",
+                 "eth1,10.1.0.0/16"},
+                kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "--start-timeout", "45", "prog"}).argv ==
+        concat({kRootLocal4, {"-mca", "orte_startup_timeout", "45"}, kForwarded, {"prog"}}));
+  CHECK(plan_for({"-np", "4", "--mpi-args", "  --mca btl tcp,self\t-report-bindings ", "prog"}).argv ==
+        concat({kRootLocal4, kForwarded, {"--mca", "btl", "tcp,self", "-report-bindings", "prog"}}));
+}
+
+TEST_CASE("knob flags: set in the child environment and exported with -x") {
+  Environment env = kEnv;
+  env.emplace_back("HOROVOD_FUSION_THRESHOLD", "1");  // the flag wins over the inherited value
+  env.emplace_back("HOROVOD_CYCLE_TIME", "5");        // inherited, forwarded as it is
+  auto plan = plan_for({"-np", "4", "--fusion-threshold-mb", "64", "--no-stall-check",
+                        "--timeline-filename", "/tmp/t.json", "prog"},
+                       env);
+  const Environment added = {{"HOROVOD_FUSION_THRESHOLD", "67108864"},
+                             {"HOROVOD_TIMELINE", "/tmp/t.json"},
+                             {"HOROVOD_STALL_CHECK_DISABLE", "1"}};
+  CHECK(plan.added == added);
+  CHECK(plan.argv == concat({kRootLocal4,
+                             {"-x", "HOME", "-x", "HOROVOD_CYCLE_TIME", "-x", "LANG", "-x", "PATH",
+                              "-x", "HOROVOD_FUSION_THRESHOLD", "-x", "HOROVOD_TIMELINE", "-x",
+                              "HOROVOD_STALL_CHECK_DISABLE", "prog"}}));
+  CHECK(std::string(find_env(plan.child_env, "HOROVOD_FUSION_THRESHOLD")) == "67108864");
+  CHECK(std::string(find_env(plan.child_env, "HOROVOD_CYCLE_TIME")) == "5");
+  CHECK(std::string(find_env(plan.child_env, "HOROVOD_TIMELINE")) == "/tmp/t.json");
+}
+
+TEST_CASE("a bad HOROVOD_* value in the environment fails before launch unless a flag replaces it") {
+  Environment env = kEnv;
+  env.emplace_back("HOROVOD_CYCLE_TIME", "fast");
+  CHECK_THAT(plan_error({"-np", "2", "prog"}, env),
+             Catch::Contains("HOROVOD_CYCLE_TIME='fast' is not valid"));
+  CHECK(plan_for({"-np", "2", "--cycle-time-ms", "3", "prog"}, env).added ==
+        Environment{{"HOROVOD_CYCLE_TIME", "3"}});
+}
+
+TEST_CASE("hosts from -H and --hostfile; -np defaults to the slots") {
+  auto plan = plan_for({"-np", "3", "-H", "a:2,b:2", "prog"});
+  CHECK_FALSE(plan.local);
+  CHECK(plan.argv == concat({{"mpirun", "--allow-run-as-root", "-np", "3", "-H", "a:2,b:2",
+                              "-bind-to", "none", "-map-by", "slot", "--tag-output"},
+                             kForwarded, {"prog"}}));
+  CHECK(plan_for({"-H", "a:2,b:2", "prog"}).argv[3] == "4");
+
+  const std::string path = "/tmp/hvd_launcher_hostfile_" + std::to_string(getpid());
+  std::ofstream(path) << "# test\nn1 slots=2\nn2 slots=3\n";
+  auto from_file = plan_for({"--hostfile", path, "-np", "5", "prog"});
+  std::remove(path.c_str());
+  CHECK(from_file.argv[5] == "n1:2,n2:3");
+  CHECK(from_file.argv[3] == "5");
+}
+
+TEST_CASE("slots fewer than np, and no -np without hosts, are errors") {
+  CHECK_THAT(plan_error({"-np", "5", "-H", "a:2,b:2", "prog"}),
+             Catch::Contains("-np 5 needs 5 slots but the hosts give 4 (a:2,b:2)"));
+  CHECK_THAT(plan_error({"prog"}), Catch::Contains("-np is required"));
+  CHECK_THAT(plan_error({"--hostfile", "/nonexistent/h", "prog"}),
+             Catch::Contains("cannot read hostfile"));
+}
+
+TEST_CASE("inside a Slurm allocation hvdrun runs srun with the task count") {
+  Environment env = kEnv;
+  env.emplace_back("SLURM_JOB_ID", "4242");
+  auto plan = plan_for({"-np", "8", "--fusion-threshold-mb", "1", "--mpi-args", "--mpi=pmix",
+                        "prog", "x"},
+                       env);
+  CHECK(plan.launcher == "srun");
+  CHECK_THAT(plan.note, Catch::Contains("SLURM_JOB_ID=4242") && Catch::Contains("srun"));
+  CHECK(plan.argv == Args{"srun", "--ntasks=8", "--kill-on-bad-exit=1", "--label",
+                          "--cpu-bind=none", "--mpi=pmix", "prog", "x"});
+  CHECK(std::string(find_env(plan.child_env, "HOROVOD_FUSION_THRESHOLD")) == "1048576");
+  // Explicit hosts still mean mpirun.
+  CHECK(plan_for({"-np", "2", "-H", "a:2", "prog"}, env).launcher == "mpirun");
+  CHECK_THAT(plan_error({"-np", "2", "--output-filename", "o", "prog"}, env),
+             Catch::Contains("not supported under srun"));
+  CHECK(plan_for({"-np", "2", "-p", "22", "prog"}, env).warnings.size() == 1);
+}
+
+TEST_CASE("forwarded names skip CUDA_VISIBLE_DEVICES, shell functions and odd names") {
+  Environment env = {{"B", "1"}, {"A_1", "2"}, {"CUDA_VISIBLE_DEVICES", "3"},
+                     {"BASH_FUNC_f%%", "()"}, {"1BAD", "x"}, {"A-B", "y"}, {"B", "dup"}};
+  CHECK(forwarded_names(env) == Args{"A_1", "B"});
+}
+
+TEST_CASE("display quoting and PATH lookup") {
+  CHECK(shell_quote("plain-arg_1.x/y:z") == "plain-arg_1.x/y:z");
+  CHECK(shell_quote("a b") == "'a b'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(shell_quote("") == "''");
+  CHECK(format_command({"mpirun", "-x", "A", "a;b"}) == "mpirun -x A 'a;b'");
+  CHECK(find_program("sh", {{"PATH", "/nonexistent:/bin:/usr/bin"}}).find("/sh") != std::string::npos);
+  CHECK(find_program("sh", {{"PATH", "/nonexistent"}}).empty());
+  CHECK(find_program("/bin/sh", {}) == "/bin/sh");
+  CHECK(find_program("/nonexistent/sh", {}).empty());
+}
+
+TEST_CASE("--start-timeout host check uses mpirun's agent and rsh arguments") {
+  auto o = parse_command_line({"-np", "2", "-H", "n1:2", "-p", "2200", "-i", "/k", "p"}).options;
+  CHECK(host_check_argv(o, kEnv, "n1") ==
+        Args{"ssh", "-o", "BatchMode=yes", "-p", "2200", "-i", "/k", "n1", "true"});
+  auto with_agent = parse_command_line({"-np", "2", "-H", "n1:2", "--mpi-args",
+                                        "--mca plm_rsh_agent /opt/agent.sh", "p"}).options;
+  CHECK(host_check_argv(with_agent, kEnv, "n1") == Args{"/opt/agent.sh", "n1", "true"});
+  Environment env = kEnv;
+  env.emplace_back("OMPI_MCA_plm_rsh_agent", "rsh : ssh");
+  CHECK(rsh_agent_command(parse_command_line({"-np", "1", "p"}).options, env) == Args{"rsh"});
+  CHECK(is_this_machine("localhost"));
+  CHECK(is_this_machine("127.0.0.1"));
+  CHECK_FALSE(is_this_machine("192.0.2.77"));  // TEST-NET-1, never a local address
+}

@@ -1,0 +1,131 @@
+// hvdrun's command line: where the program starts, -np, flag errors, knob flags and --help.
+#include <catch2/catch.hpp>
+
+#include "core/settings.h"
+#include "horovodcpp/horovod.h"
+#include "launch_options.h"
+
+using hvd::launcher::LaunchOptions;
+using hvd::launcher::parse_command_line;
+using Args = std::vector<std::string>;
+
+namespace {
+
+LaunchOptions parse(const Args& args) { return parse_command_line(args).options; }
+
+std::string parse_error(const Args& args) {
+  try {
+    parse_command_line(args);
+  } catch (const hvd::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string knob(const LaunchOptions& o, const std::string& env) {
+  for (const auto& [k, v] : o.knob_env)
+    if (k == env) return v;
+  return "<unset>";
+}
+
+}  // namespace
+
+TEST_CASE("the program and its arguments start at the first word that is not hvdrun's") {
+  auto o = parse({"-np", "4", "--verbose", "prog", "-np", "5", "--verbose", "a b"});
+  CHECK(o.np == 4);
+  CHECK(o.verbose);
+  CHECK(o.command == Args{"prog", "-np", "5", "--verbose", "a b"});
+  CHECK(parse({"-np=3", "prog"}).np == 3);
+  CHECK(parse({"--num-proc", "2", "prog"}).np == 2);
+  CHECK(parse({"--num-proc=6", "prog"}).np == 6);
+  // "--" ends hvdrun's flags, so a program may start with a dash.
+  CHECK(parse({"-np", "2", "--", "--odd-name", "x"}).command == Args{"--odd-name", "x"});
+}
+
+TEST_CASE("every launch flag is stored") {
+  auto o = parse({"-np", "2", "-H", "a:1,b:1", "-p", "2222", "-i", "/k/id", "--network-interfaces",
+                  "eth1", "--output-filename", "/tmp/out", "--mpi-args", "-mca x y",
+                  "--start-timeout", "30", "--dry-run", "prog"});
+  CHECK(o.hosts == "a:1,b:1");
+  CHECK(o.ssh_port == 2222);
+  CHECK(o.ssh_identity_file == "/k/id");
+  CHECK(o.network_interfaces == "eth1");
+  CHECK(o.output_filename == "/tmp/out");
+  CHECK(o.mpi_args == "-mca x y");
+  CHECK(o.start_timeout == 30);
+  CHECK(o.dry_run);
+  CHECK(parse({"--hosts=h:3", "--ssh-port=22", "--ssh-identity-file=f", "x"}).hosts == "h:3");
+  CHECK(parse({"-Hh:3", "x"}).hosts == "h:3");
+  CHECK(parse({"--hostfile", "/f", "x"}).hostfile == "/f");
+}
+
+TEST_CASE("knob flags become validated HOROVOD_* values") {
+  auto o = parse({"-np", "1", "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5",
+                  "--cache-capacity", "0", "--timeline-filename", "/tmp/t l.json",
+                  "--timeline-mark-cycles", "--timeline-all-ranks", "--no-stall-check",
+                  "--stall-check-warning-time-seconds", "30",
+                  "--stall-check-shutdown-time-seconds", "120", "--hierarchical-allreduce",
+                  "--autotune", "--log-level", "debug", "prog"});
+  CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
+  CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
+  CHECK(knob(o, "HOROVOD_CACHE_CAPACITY") == "0");
+  CHECK(knob(o, "HOROVOD_TIMELINE") == "/tmp/t l.json");
+  CHECK(knob(o, "HOROVOD_TIMELINE_MARK_CYCLES") == "1");
+  CHECK(knob(o, "HOROVOD_TIMELINE_ALL_RANKS") == "1");
+  CHECK(knob(o, "HOROVOD_STALL_CHECK_DISABLE") == "1");
+  CHECK(knob(o, "HOROVOD_STALL_CHECK_TIME_SECONDS") == "30");
+  CHECK(knob(o, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS") == "120");
+  CHECK(knob(o, "HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE") == "1");
+  CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
+  // Every flag in the settings table was exercised above, each once.
+  int with_flag = 0;
+  for (const auto& s : hvd::detail::setting_specs()) with_flag += s.flag[0] != '\0';
+  CHECK(static_cast<int>(o.knob_env.size()) == with_flag);
+  CHECK(parse({"-np", "1", "prog"}).knob_env.empty());
+  CHECK(knob(parse({"--fusion-threshold-mb", "0.5", "-np", "1", "p"}), "HOROVOD_FUSION_THRESHOLD") ==
+        "524288");
+}
+
+TEST_CASE("bad knob values name the flag, the variable and the accepted form") {
+  auto e = parse_error({"-np", "1", "--cycle-time-ms", "0", "p"});
+  CHECK_THAT(e, Catch::Contains("--cycle-time-ms") && Catch::Contains("HOROVOD_CYCLE_TIME") &&
+                    Catch::Contains("milliseconds > 0"));
+  CHECK_THAT(parse_error({"-np", "1", "--fusion-threshold-mb", "-1", "p"}),
+             Catch::Contains("--fusion-threshold-mb '-1'") && Catch::Contains("megabytes"));
+  CHECK_THAT(parse_error({"-np", "1", "--fusion-threshold-mb", "lots", "p"}),
+             Catch::Contains("megabytes"));
+  CHECK_THAT(parse_error({"-np", "1", "--log-level", "loud", "p"}),
+             Catch::Contains("HOROVOD_LOG_LEVEL='loud'") && Catch::Contains("trace,debug"));
+  CHECK_THAT(parse_error({"-np", "1", "--cache-capacity", "-3", "p"}),
+             Catch::Contains("HOROVOD_CACHE_CAPACITY"));
+  CHECK_THAT(parse_error({"-np", "1", "--stall-check-warning-time-seconds", "soon", "p"}),
+             Catch::Contains("HOROVOD_STALL_CHECK_TIME_SECONDS"));
+}
+
+TEST_CASE("input errors are clear") {
+  CHECK_THAT(parse_error({"--bogus", "prog"}), Catch::Contains("unknown flag '--bogus'"));
+  CHECK_THAT(parse_error({"-np", "2", "-Z", "prog"}), Catch::Contains("unknown flag '-Z'"));
+  CHECK_THAT(parse_error({"-np", "0", "prog"}), Catch::Contains("-np must be at least 1 (got 0)"));
+  CHECK_THAT(parse_error({"-np", "-1", "prog"}), Catch::Contains("-np must be at least 1 (got -1)"));
+  CHECK_THAT(parse_error({"-np", "two", "prog"}), Catch::Contains("two"));
+  CHECK_THAT(parse_error({"-np", "2"}), Catch::Contains("missing program"));
+  CHECK_THAT(parse_error({"-np"}), Catch::Contains("-np needs a value"));
+  CHECK_THAT(parse_error({"--verbose=1", "p"}), Catch::Contains("takes no value"));
+  CHECK_THAT(parse_error({"-H", "a:1", "--hostfile", "f", "p"}), Catch::Contains("not both"));
+  CHECK_THAT(parse_error({"-np", "1", "-p", "0", "p"}), Catch::Contains("1..65535"));
+  CHECK_THAT(parse_error({"-np", "1", "--start-timeout", "0", "p"}),
+             Catch::Contains("--start-timeout must be at least 1"));
+}
+
+TEST_CASE("--help lists every knob flag of the settings table; --version needs no program") {
+  auto parsed = parse_command_line({"--help"});
+  REQUIRE_FALSE(parsed.help.empty());
+  for (const auto& s : hvd::detail::setting_specs()) {
+    if (s.flag[0] == '\0') continue;
+    CHECK_THAT(parsed.help, Catch::Contains(std::string("--") + s.flag) && Catch::Contains(s.env));
+  }
+  CHECK_THAT(parsed.help, Catch::Contains("-np"));
+  CHECK(parse({"--version"}).version);
+  CHECK(parse({"--check-build"}).check_build);
+}
