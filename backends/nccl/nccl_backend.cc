@@ -1,0 +1,44 @@
+#include "backends/nccl/nccl_backend.h"
+
+#include "backends/mpi/mpi_world.h"
+#include "backends/nccl/nccl_context.h"
+#include "backends/nccl/nccl_ops.h"
+#include "core/op_registry.h"
+
+namespace hvd::detail {
+namespace {
+
+// Owns the NcclContext shared by its ops. Created on the background thread by the Runtime,
+// which also calls register_ops and shutdown there.
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(MpiWorld& world) : world_(world) {}
+  const char* name() const override { return "NCCL"; }
+
+  void register_ops(OpRegistry& registry, OpContext& context) override {
+    context_ = std::make_unique<NcclContext>(world_, context);
+    // Hierarchical first: it declines unless asked for and the topology has several nodes.
+    registry.add(ResponseType::Allreduce, make_nccl_hierarchical_allreduce(*context_));
+    registry.add(ResponseType::Allreduce, make_nccl_allreduce(*context_));
+    registry.add(ResponseType::Allgather, make_nccl_allgather(*context_));
+    registry.add(ResponseType::Broadcast, make_nccl_broadcast(*context_));
+    registry.add(ResponseType::Alltoall, make_nccl_alltoall(*context_));
+    registry.add(ResponseType::Reducescatter, make_nccl_reducescatter(*context_));
+  }
+
+  void shutdown() override {
+    if (context_) context_->shutdown();
+  }
+
+ private:
+  MpiWorld& world_;
+  std::unique_ptr<NcclContext> context_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(MpiWorld& world) {
+  return std::make_unique<NcclBackend>(world);
+}
+
+}  // namespace hvd::detail

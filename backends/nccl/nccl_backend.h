@@ -1,0 +1,15 @@
+// The NCCL backend: collectives on CUDA device memory through one NCCL communicator per process.
+// Registered by backends/compiled_backends.cc ahead of MPI, so it is preferred for device
+// tensors; HOROVOD_GPU_OPERATIONS=mpi still selects CUDA-aware MPI instead.
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+
+namespace hvd::detail {
+
+class MpiWorld;
+std::unique_ptr<Backend> make_nccl_backend(MpiWorld& world);
+
+}  // namespace hvd::detail

@@ -1,0 +1,42 @@
+// Turns CUDA and NCCL return codes into exceptions that carry the library's own message. Thrown
+// only inside the NCCL backend; every op's execute() catches them and returns Status::error, so
+// nothing crosses the background-thread boundary. Stateless; any thread.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace hvd::detail {
+
+// A CUDA or NCCL call failed; what() is the full message.
+class NcclFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws NcclFailure "<what>: CUDA error <name>: <cudaGetErrorString>".
+void check_cuda(cudaError_t result, const char* what);
+// Throws NcclFailure "<what>: NCCL error: <ncclGetErrorString> (<ncclGetLastError>)".
+void check_nccl(ncclResult_t result, const char* what, ncclComm_t comm = nullptr);
+// The message check_nccl would use, without throwing.
+std::string nccl_error_message(ncclResult_t result, const char* what, ncclComm_t comm);
+
+// ncclGroupStart on construction; end() closes the group and checks it. If an exception leaves
+// the scope first, the destructor still closes the group so later NCCL calls are not swallowed
+// into it.
+class NcclGroup {
+ public:
+  NcclGroup();
+  ~NcclGroup();
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void end(ncclComm_t comm);
+
+ private:
+  bool open_ = false;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,100 @@
+#include "backends/nccl/nccl_finalizer.h"
+
+#include <chrono>
+
+#include "backends/nccl/nccl_errors.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+
+NcclFinalizer::NcclFinalizer(int device, OpContext& context,
+                             std::function<std::string()> async_error)
+    : device_(device), context_(context), async_error_(std::move(async_error)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+NcclFinalizer::~NcclFinalizer() {
+  stop();
+  for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
+}
+
+cudaEvent_t NcclFinalizer::acquire_event() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_events_.empty()) {
+      cudaEvent_t event = free_events_.back();
+      free_events_.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "creating a CUDA event");
+  return event;
+}
+
+void NcclFinalizer::release_event(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_events_.push_back(event);
+}
+
+void NcclFinalizer::submit(PendingGpuWork work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(work));
+  }
+  cv_.notify_one();
+}
+
+void NcclFinalizer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+// Polls rather than blocking in cudaEventSynchronize, so an asynchronous NCCL error (a peer
+// died, a timeout) fails the op instead of hanging the thread. Spins briefly for the latency of
+// small ops, then sleeps so an idle wait costs no core.
+std::string NcclFinalizer::wait_for(cudaEvent_t event) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) return {};
+    if (state != cudaErrorNotReady) {
+      return std::string("waiting for NCCL work to finish: CUDA error ") + cudaGetErrorName(state) +
+             ": " + cudaGetErrorString(state);
+    }
+    std::string error = async_error_();
+    if (!error.empty()) return error;
+    if (Clock::now() - start < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+void NcclFinalizer::run() {
+  cudaSetDevice(device_);
+  for (;;) {
+    PendingGpuWork work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything submitted is finished
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const std::string error = wait_for(work.done);
+    release_event(work.done);
+    for (const auto& entry : work.entries) context_.timeline.activity_end(entry.name);
+    context_.finish(work.entries, error.empty() ? Status::ok()
+                                                : Status::error(work.label + " failed: " + error));
+  }
+}
+
+}  // namespace hvd::detail

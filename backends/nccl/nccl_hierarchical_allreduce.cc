@@ -1,0 +1,91 @@
+// Hierarchical allreduce on the GPU (HOROVOD_HIERARCHICAL_ALLREDUCE=1): NCCL reduce-scatter
+// among the ranks of a node, MPI allreduce of each rank's slice across nodes through pinned host
+// staging buffers, NCCL allgather inside the node. The fused buffer is padded to a multiple of
+// the local size (padding zeroed), so every element count works, remainders included.
+//
+// The cross-node step is host MPI, so this op waits for the device-to-host copy on the
+// background thread: the one place the NCCL backend blocks it on the GPU (as Horovod's own
+// hierarchical allreduce does). The final allgather and copy out still complete asynchronously.
+#include "backends/mpi/mpi_world.h"
+#include "backends/nccl/nccl_errors.h"
+#include "backends/nccl/nccl_kernels.h"
+#include "backends/nccl/nccl_ops.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+namespace {
+
+class NcclHierarchicalAllreduce final : public NcclOp {
+ public:
+  explicit NcclHierarchicalAllreduce(NcclContext& nccl) : NcclOp(nccl, "hierarchical allreduce") {}
+
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const override {
+    const MpiWorld& world = nccl_.world();
+    return NcclOp::enabled(response, entries) &&
+           nccl_.op_context().settings.hierarchical_allreduce && world.local_size() > 1 &&
+           world.cross_size() > 1 && world.homogeneous();
+  }
+
+ protected:
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
+    prepare(entries, response);
+    ncclComm_t local = nccl_.local_comm();
+    MpiWorld& world = nccl_.world();
+    const DataType dtype = response.dtype;
+    const std::int64_t esize = dtype_size(dtype);
+    const ncclDataType_t type = nccl_datatype(dtype);
+    cudaStream_t stream = nccl_.stream();
+
+    // Sum-like inside the node; Average becomes Sum here and 1/size at the end.
+    ReducePlan plan = reduce_plan(response, world.size());
+    ReduceOp cross_op = response.reduce_op;
+    if (response.reduce_op == ReduceOp::Average) {
+      plan.op = ncclSum;
+      plan.postscale = response.postscale_factor / world.size();
+      cross_op = ReduceOp::Sum;
+    }
+
+    const FusionLayout layout = fusion_layout(entries, dtype);
+    const std::int64_t local_size = world.local_size();
+    const std::int64_t chunk = (layout.total + local_size - 1) / local_size;
+    const std::int64_t padded = chunk * local_size;
+    auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(padded * esize));
+    copy_into_fusion(entries, layout, buffer, dtype, stream);
+    if (padded > layout.total) {
+      check_cuda(cudaMemsetAsync(buffer + layout.total * esize, 0, (padded - layout.total) * esize,
+                                 stream), "zeroing the fusion buffer padding");
+    }
+    if (plan.prescale != 1.0) {
+      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream), "prescale");
+    }
+    nccl_.start_activity(entries, "NCCL_ALLREDUCE");
+    unsigned char* slice = buffer + world.local_rank() * chunk * esize;
+    check_nccl(ncclReduceScatter(buffer, slice, chunk, type, plan.op, local, stream),
+               "ncclReduceScatter (hierarchical)", local);
+
+    void* host = nccl_.host_staging(chunk * esize);
+    check_cuda(cudaMemcpyAsync(host, slice, chunk * esize, cudaMemcpyDeviceToHost, stream),
+               "copying to the host staging buffer");
+    check_cuda(cudaStreamSynchronize(stream), "waiting for the intra-node reduce-scatter");
+    Status status = world.host_allreduce(host, chunk, dtype, cross_op, CommScope::Cross);
+    if (!status.is_ok()) throw NcclFailure("cross-node MPI allreduce: " + status.message());
+    check_cuda(cudaMemcpyAsync(slice, host, chunk * esize, cudaMemcpyHostToDevice, stream),
+               "copying from the host staging buffer");
+
+    check_nccl(ncclAllGather(slice, buffer, chunk, type, local, stream),
+               "ncclAllGather (hierarchical)", local);
+    if (plan.postscale != 1.0) {
+      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
+    }
+    copy_out_of_fusion(entries, layout, buffer, dtype, stream);
+    return nccl_.finish_async(entries, name_);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveOp> make_nccl_hierarchical_allreduce(NcclContext& nccl) {
+  return std::make_unique<NcclHierarchicalAllreduce>(nccl);
+}
+
+}  // namespace hvd::detail

@@ -1,0 +1,185 @@
+// NcclOp's common part, the dtype/op mappings, broadcast and allgather.
+#include "backends/nccl/nccl_ops.h"
+
+#include "backends/mpi/mpi_world.h"
+#include "backends/nccl/nccl_errors.h"
+#include "backends/nccl/nccl_kernels.h"
+
+namespace hvd::detail {
+
+ncclDataType_t nccl_datatype(DataType dtype) {
+  switch (dtype) {
+    case DataType::UInt8: return ncclUint8;
+    case DataType::Int8: return ncclInt8;
+    case DataType::Int32: return ncclInt32;
+    case DataType::Int64: return ncclInt64;
+    case DataType::Float16: return ncclFloat16;
+    case DataType::BFloat16: return ncclBfloat16;
+    case DataType::Float32: return ncclFloat32;
+    case DataType::Float64: return ncclFloat64;
+  }
+  throw NcclFailure(std::string("no NCCL type for dtype ") + dtype_name(dtype));
+}
+
+bool is_floating(DataType dtype) {
+  return dtype == DataType::Float16 || dtype == DataType::BFloat16 || dtype == DataType::Float32 ||
+         dtype == DataType::Float64;
+}
+
+// Average is Sum followed by a postscale of 1/size, as in the MPI backend. For floating types
+// ncclAvg does the division inside the collective; integers are summed and scaled after.
+ReducePlan reduce_plan(const Response& response, int size) {
+  ReducePlan plan;
+  plan.prescale = response.prescale_factor;
+  plan.postscale = response.postscale_factor;
+  switch (response.reduce_op) {
+    case ReduceOp::Average:
+      if (is_floating(response.dtype)) {
+        plan.op = ncclAvg;
+      } else {
+        plan.op = ncclSum;
+        plan.postscale /= size;
+      }
+      break;
+    case ReduceOp::Sum: plan.op = ncclSum; break;
+    case ReduceOp::Min: plan.op = ncclMin; break;
+    case ReduceOp::Max: plan.op = ncclMax; break;
+    case ReduceOp::Product: plan.op = ncclProd; break;
+  }
+  return plan;
+}
+
+bool is_host_stand_in(const TensorTableEntry& entry) {
+  return entry.input && entry.input->device() == kCpuDevice;
+}
+
+// Same rule as the registry's: the first entry's device decides (a joined rank's stand-ins
+// carry the response's device).
+bool NcclOp::enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const {
+  const int device = entries.empty() ? response.device : entries.front().device;
+  return device != kCpuDevice;
+}
+
+void NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const Response& response) {
+  // This rank's own device: a real entry's, else (a joined rank's stand-ins only) the device
+  // the communicator already lives on, else the response's.
+  int device = nccl_.device() >= 0 ? nccl_.device() : response.device;
+  for (const auto& entry : entries) {
+    if (entry.input && entry.input->device() != kCpuDevice) {
+      device = entry.input->device();
+      break;
+    }
+  }
+  nccl_.prepare(device);
+  nccl_.wait_for_inputs(entries);
+}
+
+Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& response) {
+  try {
+    return run(entries, response);
+  } catch (const std::exception& e) {
+    std::string names;
+    for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
+    return Status::error(std::string("NCCL ") + name_ + " of [" + names + "] failed: " + e.what());
+  }
+}
+
+namespace {
+
+// Broadcast: every entry from the response's root, grouped into one NCCL launch.
+class NcclBroadcast final : public NcclOp {
+ public:
+  explicit NcclBroadcast(NcclContext& nccl) : NcclOp(nccl, "broadcast") {}
+
+ protected:
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
+    prepare(entries, response);
+    nccl_.start_activity(entries, "NCCL_BCAST");
+    const ncclDataType_t type = nccl_datatype(response.dtype);
+    NcclGroup group;
+    for (auto& entry : entries) {
+      void* out = entry.output ? entry.output->data() : entry.input->data();
+      check_nccl(ncclBroadcast(entry.input->data(), out, entry.input->num_elements(), type,
+                               response.root, nccl_.comm(), nccl_.stream()),
+                 "ncclBroadcast", nccl_.comm());
+    }
+    group.end(nccl_.comm());
+    return nccl_.finish_async(entries, name_);
+  }
+};
+
+// Allgather along the first dimension. Equal first dimensions use ncclAllGather; different
+// ones become one grouped ncclBroadcast per rank into that rank's rows of the output.
+class NcclAllgather final : public NcclOp {
+ public:
+  explicit NcclAllgather(NcclContext& nccl) : NcclOp(nccl, "allgather") {}
+
+ protected:
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
+    prepare(entries, response);
+    const int size = nccl_.world().size();
+    const bool per_tensor = response.first_dims.size() == entries.size() * size;
+    if (!per_tensor && response.first_dims.size() != static_cast<std::size_t>(size)) {
+      throw NcclFailure("the response carries " + std::to_string(response.first_dims.size()) +
+                        " first dimensions for " + std::to_string(size) + " ranks");
+    }
+    for (std::size_t t = 0; t < entries.size(); ++t) {
+      const std::int64_t* dims = response.first_dims.data() + (per_tensor ? t * size : 0);
+      gather_one(entries[t], std::vector<std::int64_t>(dims, dims + size), response.dtype);
+    }
+    nccl_.start_activity(entries, "NCCL_ALLGATHER");
+    return nccl_.finish_async(entries, name_);
+  }
+
+ private:
+  void gather_one(TensorTableEntry& entry, const std::vector<std::int64_t>& dims, DataType dtype) {
+    const TensorShape& in_shape = entry.input->shape();
+    if (in_shape.empty()) throw NcclFailure("allgather needs a tensor of at least one dimension");
+    std::int64_t row = 1;
+    for (std::size_t d = 1; d < in_shape.size(); ++d) row *= in_shape[d];
+    TensorShape out_shape = in_shape;
+    out_shape[0] = 0;
+    bool equal = true;
+    for (auto d : dims) {
+      out_shape[0] += d;
+      equal = equal && d == dims[0];
+    }
+    if (!entry.allocate_output) throw NcclFailure("no device output allocator for " + entry.name);
+    entry.output = entry.allocate_output(dtype, out_shape);
+    if (!entry.output || entry.output->device() != nccl_.device()) {
+      throw NcclFailure("the output allocator of " + entry.name + " did not return a tensor on device " +
+                        std::to_string(nccl_.device()));
+    }
+    const ncclDataType_t type = nccl_datatype(dtype);
+    auto* out = static_cast<unsigned char*>(entry.output->data());
+    if (equal) {
+      check_nccl(ncclAllGather(entry.input->data(), out, dims[0] * row, type, nccl_.comm(),
+                               nccl_.stream()),
+                 "ncclAllGather", nccl_.comm());
+      return;
+    }
+    NcclGroup group;
+    std::int64_t offset = 0;
+    for (std::size_t r = 0; r < dims.size(); ++r) {
+      if (dims[r] > 0) {
+        check_nccl(ncclBroadcast(entry.input->data(), out + offset * row * dtype_size(dtype),
+                                 dims[r] * row, type, static_cast<int>(r), nccl_.comm(),
+                                 nccl_.stream()),
+                   "ncclBroadcast (allgather)", nccl_.comm());
+      }
+      offset += dims[r];
+    }
+    group.end(nccl_.comm());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveOp> make_nccl_broadcast(NcclContext& nccl) {
+  return std::make_unique<NcclBroadcast>(nccl);
+}
+std::unique_ptr<CollectiveOp> make_nccl_allgather(NcclContext& nccl) {
+  return std::make_unique<NcclAllgather>(nccl);
+}
+
+}  // namespace hvd::detail

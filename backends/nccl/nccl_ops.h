@@ -1,0 +1,73 @@
+// The NCCL collective ops. Each enqueues its work on the context's stream after waiting (on the
+// GPU) for the inputs' ready events, then hands completion to the finalizer and returns
+// InProgress. Created by NcclBackend::register_ops, run on the background thread.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+
+#include "backends/nccl/nccl_context.h"
+#include "core/collective_op.h"
+
+namespace hvd::detail {
+
+// Common part of every NCCL op: the backend name, device-tensor eligibility, and turning
+// NcclFailure into Status::error naming the op and tensors.
+class NcclOp : public CollectiveOp {
+ public:
+  NcclOp(NcclContext& nccl, const char* name) : nccl_(nccl), name_(name) {}
+  const char* backend() const override { return "NCCL"; }
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const override;
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) final;
+
+ protected:
+  // Enqueues the work; returns what execute returns. May throw NcclFailure.
+  virtual Status run(std::vector<TensorTableEntry>& entries, const Response& response) = 0;
+  // Prepares the context on this rank's device for the response.
+  void prepare(const std::vector<TensorTableEntry>& entries, const Response& response);
+
+  NcclContext& nccl_;
+  const char* name_;
+};
+
+// Mappings and the scaling plan shared by allreduce and reducescatter.
+ncclDataType_t nccl_datatype(DataType dtype);
+bool is_floating(DataType dtype);
+struct ReducePlan {
+  ncclRedOp_t op = ncclSum;
+  double prescale = 1.0;
+  double postscale = 1.0;  // Average over integers folds 1/size in here
+};
+ReducePlan reduce_plan(const Response& response, int size);
+
+std::unique_ptr<CollectiveOp> make_nccl_allreduce(NcclContext& nccl);
+std::unique_ptr<CollectiveOp> make_nccl_hierarchical_allreduce(NcclContext& nccl);
+std::unique_ptr<CollectiveOp> make_nccl_allgather(NcclContext& nccl);
+std::unique_ptr<CollectiveOp> make_nccl_broadcast(NcclContext& nccl);
+std::unique_ptr<CollectiveOp> make_nccl_alltoall(NcclContext& nccl);
+std::unique_ptr<CollectiveOp> make_nccl_reducescatter(NcclContext& nccl);
+
+}  // namespace hvd::detail
+
+namespace hvd::detail {
+
+// Where each entry of a fused response sits in the device fusion buffer. Offsets are rounded up
+// to 64 bytes (a whole number of elements of any dtype) so the batched copies move 16-byte words;
+// the gaps are reduced along with the data and never copied out.
+struct FusionLayout {
+  std::vector<std::int64_t> offsets;  // in elements
+  std::int64_t total = 0;             // elements, gaps included
+};
+FusionLayout fusion_layout(const std::vector<TensorTableEntry>& entries, DataType dtype);
+// Batched copies of every input into `buffer` (zeros for a joined rank's host stand-ins).
+void copy_into_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
+                      void* buffer, DataType dtype, cudaStream_t stream);
+// Batched copies of `buffer` back to every device output.
+void copy_out_of_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
+                        const void* buffer, DataType dtype, cudaStream_t stream);
+// True when an entry is a joined rank's zero-filled host stand-in.
+bool is_host_stand_in(const TensorTableEntry& entry);
+
+}  // namespace hvd::detail

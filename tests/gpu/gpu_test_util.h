@@ -1,0 +1,74 @@
+// Test-only CUDA support for the GPU tests and the allreduce benchmark: a hvd::Tensor over
+// cudaMalloc'd memory (no LibTorch needed), a ReadyEvent over a cudaEvent_t, dtype encoding of
+// host values, and the skip rule (no device, or several ranks on one GPU with an NCCL that
+// cannot share it). Used on the test's main thread.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "horovodcpp/horovod.h"
+
+namespace hvd::test {
+
+constexpr int kSkipReturnCode = 77;  // ctest SKIP_RETURN_CODE
+
+void check_cuda(cudaError_t result, const char* what);
+
+// Device memory owned by the tensor, on the device current when allocated.
+class DeviceTensor final : public Tensor {
+ public:
+  static std::shared_ptr<DeviceTensor> allocate(DataType dtype, TensorShape shape);
+  ~DeviceTensor() override;
+  DataType dtype() const override { return dtype_; }
+  const TensorShape& shape() const override { return shape_; }
+  void* data() override { return data_; }
+  int device() const override { return device_; }
+
+  void upload(const std::vector<double>& values);  // encodes to dtype, synchronous
+  std::vector<double> download();                  // decodes from dtype, synchronous
+
+ private:
+  DeviceTensor(DataType dtype, TensorShape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+  DataType dtype_;
+  TensorShape shape_;
+  void* data_ = nullptr;
+  int device_ = 0;
+};
+using DeviceTensorPtr = std::shared_ptr<DeviceTensor>;
+
+OutputAllocator device_allocator();
+
+// A ready event recorded on a producer stream.
+class CudaReadyEvent final : public ReadyEvent {
+ public:
+  explicit CudaReadyEvent(cudaStream_t stream);
+  ~CudaReadyEvent() override;
+  bool ready() const override { return cudaEventQuery(event_) == cudaSuccess; }
+  void* cuda_event() const override { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+std::vector<unsigned char> encode(const std::vector<double>& values, DataType dtype);
+std::vector<double> decode(const unsigned char* bytes, std::int64_t count, DataType dtype);
+// What storing `value` in `dtype` gives back (rounding of float16/bfloat16, truncation of ints).
+double round_trip(double value, DataType dtype);
+
+// Empty when the GPU tests can run here, else why not. Call after hvd::init (uses local_size).
+std::string gpu_skip_reason();
+// Device count, 0 when the runtime reports none or fails.
+int cuda_device_count();
+
+// Test kernel (gpu_test_kernels.cu): spins for about `nanoseconds` on `stream`, then writes
+// float values (i + 1) * scale into `data`.
+cudaError_t launch_delayed_fill(float* data, std::int64_t count, float scale,
+                                long long nanoseconds, cudaStream_t stream);
+
+}  // namespace hvd::test
