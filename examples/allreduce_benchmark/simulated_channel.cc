@@ -1,0 +1,43 @@
+#include "simulated_channel.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/codec.h"
+
+namespace hvd::bench {
+
+SimulatedChannel::SimulatedChannel(int size) : size_(size) {
+  if (size < 1) throw std::invalid_argument("SimulatedChannel: size must be >= 1");
+}
+
+std::vector<std::vector<std::uint8_t>> SimulatedChannel::gather(const std::vector<std::uint8_t>& mine) {
+  std::vector<std::vector<std::uint8_t>> all;
+  all.reserve(size_);
+  all.push_back(mine);
+  static const std::vector<std::uint8_t> empty = detail::encode(detail::RequestList{});
+  for (int r = 1; r < size_; ++r)
+    all.push_back(static_cast<std::size_t>(r - 1) < peer_lists_.size() ? peer_lists_[r - 1] : empty);
+  return all;
+}
+
+std::vector<std::uint8_t> SimulatedChannel::broadcast(const std::vector<std::uint8_t>& from_coordinator) {
+  return from_coordinator;
+}
+
+void SimulatedChannel::combine(std::vector<std::uint64_t>& bits, bool is_and) {
+  const std::size_t words = bits.size();
+  // "Receive" every simulated rank's words (the same as rank 0's), then fold them in.
+  received_.resize(words * (size_ - 1));
+  for (int r = 0; r + 1 < size_; ++r) std::copy(bits.begin(), bits.end(), received_.begin() + r * words);
+  for (int r = 0; r + 1 < size_; ++r) {
+    const std::uint64_t* from = received_.data() + r * words;
+    for (std::size_t w = 0; w < words; ++w) bits[w] = is_and ? (bits[w] & from[w]) : (bits[w] | from[w]);
+  }
+}
+
+void SimulatedChannel::idle_wait(const LocalWorkWait&) {
+  throw std::logic_error("SimulatedChannel::idle_wait: the controller benchmark never idles");
+}
+
+}  // namespace hvd::bench
