@@ -73,49 +73,64 @@ class MpiOp : public CollectiveOp {
 class MpiAllreduce final : public MpiOp {
  public:
   using MpiOp::MpiOp;
+  // Tensors of kDirectBytes or more are reduced where they lie: copying them through the fusion
+  // buffer and back would cost more than the extra call saves. Smaller ones share one pass
+  // through the buffer. The split depends only on negotiated shapes, so every rank issues the
+  // same calls.
+  static constexpr std::int64_t kDirectBytes = std::int64_t{1} << 20;
+
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    const DataType dtype = response.dtype;
-    const std::int64_t element = dtype_size(dtype);
-    std::int64_t total = 0;
-    for (const auto& e : entries) total += e.input->num_elements();
-    void* buffer;
-    const bool fused = entries.size() > 1;
-    if (!fused) {
-      auto& e = entries.front();
-      buffer = e.output->data();
-      if (e.input->data() != buffer) std::memcpy(buffer, e.input->data(), e.input->size_bytes());
-    } else {
-      buffer = context_.host_fusion_buffer.get(static_cast<std::size_t>(total * element));
+    std::vector<TensorTableEntry*> direct, packed;
+    for (auto& e : entries)
+      (entries.size() == 1 || e.input->size_bytes() >= kDirectBytes ? direct : packed).push_back(&e);
+    std::int64_t packed_count = 0;
+    void* buffer = nullptr;
+    if (!packed.empty()) {
       Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
-      auto* at = static_cast<unsigned char*>(buffer);
-      for (auto& e : entries) {
-        std::memcpy(at, e.input->data(), e.input->size_bytes());
-        at += e.input->size_bytes();
-      }
+      buffer = pack(packed, &packed_count);
     }
-    scale_host_buffer(buffer, total, dtype, response.prescale_factor);
+    for (auto* e : direct)
+      if (e->input->data() != e->output->data()) std::memcpy(e->output->data(), e->input->data(), e->input->size_bytes());
     Status status = Status::ok();
     {
       Activity a(context_.timeline, entries, "MPI_ALLREDUCE");
-      auto* bytes = static_cast<unsigned char*>(buffer);
-      for (std::int64_t offset = 0; offset < total && status.is_ok(); offset += kMaxChunk) {
-        const int n = static_cast<int>(std::min(kMaxChunk, total - offset));
-        status = mpi_result(MPI_Allreduce(MPI_IN_PLACE, bytes + offset * element, n, world_.types().datatype(dtype),
-                                          world_.types().reduce_op(dtype, response.reduce_op), comm()),
-                            "MPI_Allreduce");
-      }
+      if (buffer != nullptr) status = reduce(buffer, packed_count, response);
+      for (auto* e : direct)
+        if (status.is_ok()) status = reduce(e->output->data(), e->output->num_elements(), response);
     }
     if (!status.is_ok()) return status;
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / world_.size() : 1.0;
-    scale_host_buffer(buffer, total, dtype, response.postscale_factor * average);
-    if (fused) {
+    if (!packed.empty()) {
       Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
       const auto* at = static_cast<const unsigned char*>(buffer);
-      for (auto& e : entries) {
-        std::memcpy(e.output->data(), at, e.output->size_bytes());
-        at += e.output->size_bytes();
+      for (auto* e : packed) {
+        std::memcpy(e->output->data(), at, e->output->size_bytes());
+        at += e->output->size_bytes();
       }
     }
+    return Status::ok();
+  }
+
+ private:
+  void* pack(const std::vector<TensorTableEntry*>& packed, std::int64_t* count) {
+    std::int64_t bytes = 0;
+    for (const auto* e : packed) bytes += e->input->size_bytes();
+    *count = bytes / dtype_size(packed.front()->input->dtype());
+    void* buffer = context_.host_fusion_buffer.get(static_cast<std::size_t>(bytes));
+    auto* at = static_cast<unsigned char*>(buffer);
+    for (const auto* e : packed) {
+      std::memcpy(at, e->input->data(), e->input->size_bytes());
+      at += e->input->size_bytes();
+    }
+    return buffer;
+  }
+
+  // Prescale, allreduce and postscale (with the 1/size of Average) of `count` elements in place.
+  Status reduce(void* buffer, std::int64_t count, const Response& response) {
+    scale_host_buffer(buffer, count, response.dtype, response.prescale_factor);
+    Status status = world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
+    if (!status.is_ok()) return status;
+    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / world_.size() : 1.0;
+    scale_host_buffer(buffer, count, response.dtype, response.postscale_factor * average);
     return Status::ok();
   }
 };

@@ -1,5 +1,6 @@
 #include "backends/mpi/mpi_world.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -78,16 +79,23 @@ MPI_Comm MpiWorld::comm(CommScope scope) const {
   return global_;
 }
 
-Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, CommScope scope) {
-  MPI_Comm c = comm(scope);
-  const std::int64_t chunk = std::int64_t{1} << 30;
+Status MpiWorld::allreduce_in_pieces(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
+                                     MPI_Comm comm) const {
+  const std::int64_t element = dtype_size(dtype);
+  const std::int64_t piece = std::max<std::int64_t>(1, kAllreducePieceBytes / element);
   auto* bytes = static_cast<unsigned char*>(buffer);
-  for (std::int64_t offset = 0; offset < count; offset += chunk) {
-    const int n = static_cast<int>(std::min(chunk, count - offset));
-    int code = MPI_Allreduce(MPI_IN_PLACE, bytes + offset * dtype_size(dtype), n, types_.datatype(dtype),
-                             types_.reduce_op(dtype, op), c);
+  for (std::int64_t offset = 0; offset < count; offset += piece) {
+    const int n = static_cast<int>(std::min(piece, count - offset));
+    int code = MPI_Allreduce(MPI_IN_PLACE, bytes + offset * element, n, types_.datatype(dtype),
+                             types_.reduce_op(dtype, op), comm);
     if (code != MPI_SUCCESS) return Status::error(mpi_error_message("MPI_Allreduce", code));
   }
+  return Status::ok();
+}
+
+Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, CommScope scope) {
+  MPI_Comm c = comm(scope);
+  if (Status s = allreduce_in_pieces(buffer, count, dtype, op, c); !s.is_ok()) return s;
   if (op == ReduceOp::Average) {
     int n = 1;
     MPI_Comm_size(c, &n);

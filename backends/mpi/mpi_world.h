@@ -39,6 +39,11 @@ class MpiWorld final : public World {
   MPI_Comm cross_comm() const { return cross_; }
   MPI_Comm comm(CommScope scope) const;
   const MpiTypes& types() const { return types_; }
+  // In-place sum/min/max/product (no averaging) over `comm`, issued in pieces of at most
+  // kAllreducePieceBytes: Open MPI 4.1's allreduce slows down several-fold on single calls of
+  // tens of MB on shared memory (docs/benchmarks.md measures it), while pieces run at full speed.
+  Status allreduce_in_pieces(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, MPI_Comm comm) const;
+  static constexpr std::int64_t kAllreducePieceBytes = std::int64_t{8} << 20;
 
  private:
   bool initialized_mpi_ = false;

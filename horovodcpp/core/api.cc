@@ -1,9 +1,11 @@
 // The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
 // before anything is sent), then an enqueue on the one Runtime.
+#include <atomic>
 #include <memory>
 #include <mutex>
 
 #include "core/backend.h"
+#include "core/introspection.h"
 #include "core/runtime.h"
 #include "horovodcpp/horovod.h"
 
@@ -11,13 +13,15 @@ namespace hvd {
 namespace {
 
 std::mutex g_mutex;
-std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init
+std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init; set under g_mutex
+std::atomic<detail::Runtime*> g_published{nullptr};  // the same, for readers on any thread
 
 detail::Runtime& runtime(const std::string& caller) {
-  if (!g_runtime) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
-  if (!g_runtime->running())
+  detail::Runtime* rt = g_published.load(std::memory_order_acquire);
+  if (rt == nullptr) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
+  if (!rt->running())
     throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
-  return *g_runtime;
+  return *rt;
 }
 
 void check_name(const std::string& op, const std::string& name) {
@@ -93,6 +97,7 @@ void init() {
   auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
   rt->start();
   g_runtime = std::move(rt);
+  g_published.store(g_runtime.get(), std::memory_order_release);
 }
 
 void shutdown() {
@@ -100,7 +105,10 @@ void shutdown() {
   if (g_runtime) g_runtime->stop();
 }
 
-bool is_initialized() { return g_runtime && g_runtime->running(); }
+bool is_initialized() {
+  detail::Runtime* rt = g_published.load(std::memory_order_acquire);
+  return rt != nullptr && rt->running();
+}
 
 int rank() { return runtime("hvd::rank()").topology().rank; }
 int size() { return runtime("hvd::size()").topology().size; }
@@ -108,6 +116,10 @@ int local_rank() { return runtime("hvd::local_rank()").topology().local_rank; }
 int local_size() { return runtime("hvd::local_size()").topology().local_size; }
 int cross_rank() { return runtime("hvd::cross_rank()").topology().cross_rank; }
 int cross_size() { return runtime("hvd::cross_size()").topology().cross_size; }
+
+namespace detail {
+ControllerStats controller_stats() { return runtime("hvd::detail::controller_stats()").controller_stats(); }
+}  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }
 bool nccl_built() { return detail::compiled_features().nccl; }

@@ -79,6 +79,13 @@ class Reader {
     for (auto& x : v) x = pod<std::int64_t>(what);
     return v;
   }
+  // Sizes: no dimension or row count may be negative (they index and size buffers).
+  std::vector<std::int64_t> sizes(const char* what) {
+    auto v = ints(what);
+    for (auto x : v)
+      if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
+    return v;
+  }
   std::pair<bool, std::uint32_t> header(std::uint8_t kind) {
     need(4, "magic");
     if (std::memcmp(data_, kMagic, 4) != 0) throw CodecError("corrupt message: bad magic bytes");
@@ -161,7 +168,7 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
     r.type = rd.enumeration(RequestType::Barrier, "request type");
     r.name = rd.str("name");
     r.dtype = rd.enumeration(DataType::Float64, "dtype");
-    r.shape = rd.ints("shape");
+    r.shape = rd.sizes("shape");
     r.device = rd.pod<std::int32_t>("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
     r.prescale_factor = rd.pod<double>("prescale factor");
@@ -186,8 +193,8 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
     auto names = rd.count(4, "names");
     for (std::uint32_t k = 0; k < names; ++k) r.names.push_back(rd.str("name"));
     auto shapes = rd.count(4, "shapes");
-    for (std::uint32_t k = 0; k < shapes; ++k) r.shapes.push_back(rd.ints("shape"));
-    r.first_dims = rd.ints("first dims");
+    for (std::uint32_t k = 0; k < shapes; ++k) r.shapes.push_back(rd.sizes("shape"));
+    r.first_dims = rd.sizes("first dims");
     r.dtype = rd.enumeration(DataType::Float64, "dtype");
     r.device = rd.pod<std::int32_t>("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");

@@ -23,8 +23,9 @@ constexpr std::uint64_t kFlagBusy = 16;  // the rank has anything new or in flig
 // has anything new to say.
 constexpr auto kStallCheckInterval = std::chrono::seconds(1);
 
+// Group members must be released together by the coordinator, so none of them is cached.
 bool cacheable(const Request& r) {
-  return r.type != RequestType::Join && r.type != RequestType::Barrier;
+  return r.type != RequestType::Join && r.type != RequestType::Barrier && r.group.empty();
 }
 
 void set_bit(std::vector<std::uint64_t>& words, std::size_t offset, std::size_t bit) {
@@ -222,7 +223,10 @@ ResponseList Controller::coordinate(const std::vector<std::vector<std::uint8_t>>
       out.shutdown_reason = "corrupt negotiation message from rank " + std::to_string(rank) + ": " + e.what();
       return out;
     }
-    for (auto& r : list.requests) arrivals.push_back(std::move(r));
+    for (auto& r : list.requests) {
+      r.rank = static_cast<std::int32_t>(rank);  // the sender is its position in the gather
+      arrivals.push_back(std::move(r));
+    }
   }
   // Joins first: a join in this batch may complete tensors that arrived earlier.
   for (auto& r : arrivals)
@@ -306,23 +310,62 @@ Response Controller::build_response(const std::string& name, const TableEntry& e
 
 // Emits the response for a ready name; a grouped tensor waits until its whole group is ready.
 void Controller::release(const std::string& name, std::vector<Response>* out) {
-  auto it = table_.find(name);
-  const Request& first = it->second.requests.front();
-  std::vector<std::string> names{name};
-  if (!first.group.empty()) {
-    auto& members = ready_groups_[first.group];
-    members.push_back(name);
-    if (static_cast<int>(members.size()) < first.group_size) return;
-    names = std::move(members);
-    ready_groups_.erase(first.group);
+  if (!table_.count(name)) return;  // failed with the rest of its group earlier in this cycle
+  const Request& first = table_.at(name).requests.front();
+  if (first.group.empty()) {
+    emit(name, build_response(name, table_.at(name)), out);
+    return;
   }
-  for (const auto& n : names) {
-    auto entry = table_.find(n);
-    out->push_back(build_response(n, entry->second));
-    stall_inspector_.forget(n);
-    table_.erase(entry);
-    arrival_order_.erase(std::find(arrival_order_.begin(), arrival_order_.end(), n));
+  const std::string group = first.group;
+  const int group_size = first.group_size;
+  auto& members = ready_groups_[group];
+  if (std::find(members.begin(), members.end(), name) != members.end()) return;  // already waiting
+  members.push_back(name);
+  // A rank submits its whole group in one cycle, so every member any rank sent is in the table
+  // by now: ranks that disagree on the group's size fail every member instead of waiting.
+  std::string size_error = check_group_sizes(group);
+  if (!size_error.empty()) {
+    ready_groups_.erase(group);
+    std::vector<std::string> all;
+    for (const auto& n : arrival_order_)
+      if (table_.at(n).requests.front().group == group) all.push_back(n);
+    for (const auto& n : all) {
+      Response error;
+      error.type = ResponseType::Error;
+      error.names = {n};
+      error.error = size_error;
+      emit(n, std::move(error), out);
+    }
+    return;
   }
+  if (static_cast<int>(members.size()) < group_size) return;
+  std::vector<std::string> names = std::move(members);
+  ready_groups_.erase(group);
+  for (const auto& n : names) emit(n, build_response(n, table_.at(n)), out);
+}
+
+std::string Controller::check_group_sizes(const std::string& group) const {
+  const Request* reference = nullptr;
+  for (const auto& [name, entry] : table_) {
+    for (const auto& r : entry.requests) {
+      if (r.group != group) continue;
+      if (reference == nullptr) reference = &r;
+      if (r.group_size == reference->group_size) continue;
+      const Request& low = r.rank < reference->rank ? r : *reference;
+      const Request& high = r.rank < reference->rank ? *reference : r;
+      return "Mismatched group sizes for grouped allreduce '" + group + "': rank " + std::to_string(low.rank) +
+             " submitted " + std::to_string(low.group_size) + " tensors, rank " + std::to_string(high.rank) +
+             " submitted " + std::to_string(high.group_size);
+    }
+  }
+  return {};
+}
+
+void Controller::emit(const std::string& name, Response response, std::vector<Response>* out) {
+  out->push_back(std::move(response));
+  stall_inspector_.forget(name);
+  table_.erase(name);
+  arrival_order_.erase(std::find(arrival_order_.begin(), arrival_order_.end(), name));
 }
 
 std::string Controller::inspect_stalls() {

@@ -103,6 +103,8 @@ class Controller {
   bool is_ready(const TableEntry& entry) const;
   Response build_response(const std::string& name, const TableEntry& entry) const;
   void release(const std::string& name, std::vector<Response>* out);
+  std::string check_group_sizes(const std::string& group) const;  // empty when the ranks agree
+  void emit(const std::string& name, Response response, std::vector<Response>* out);
   std::string inspect_stalls();
 
   ControlChannel& channel_;

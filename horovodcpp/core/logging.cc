@@ -36,9 +36,28 @@ void configure_logging(int rank, const std::string& level) {
   log->set_level(parse_level(level));
 }
 
-void log_debug(const std::string& message) { logger()->debug(message); }
-void log_info(const std::string& message) { logger()->info(message); }
-void log_warn(const std::string& message) { logger()->warn(message); }
-void log_error(const std::string& message) { logger()->error(message); }
+namespace {
+// Each line of a multi-line message is its own log line, so every line carries the rank.
+void log_lines(spdlog::level::level_enum level, const std::string& message) {
+  auto log = logger();
+  if (!log->should_log(level)) return;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = message.find('\n', start);
+    log->log(level, message.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return;
+    start = end + 1;
+  }
+}
+}  // namespace
+
+bool log_enabled(LogLevel level) {
+  return logger()->should_log(level == LogLevel::Trace ? spdlog::level::trace : spdlog::level::debug);
+}
+void log_trace(const std::string& message) { log_lines(spdlog::level::trace, message); }
+void log_debug(const std::string& message) { log_lines(spdlog::level::debug, message); }
+void log_info(const std::string& message) { log_lines(spdlog::level::info, message); }
+void log_warn(const std::string& message) { log_lines(spdlog::level::warn, message); }
+void log_error(const std::string& message) { log_lines(spdlog::level::err, message); }
 
 }  // namespace hvd::detail

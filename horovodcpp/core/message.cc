@@ -42,11 +42,13 @@ ResponseType response_type_for(RequestType type) {
   return ResponseType::Error;
 }
 
-bool Request::operator==(const Request& o) const {
-  return rank == o.rank && type == o.type && name == o.name && dtype == o.dtype &&
-         shape == o.shape && device == o.device && reduce_op == o.reduce_op &&
-         prescale_factor == o.prescale_factor && postscale_factor == o.postscale_factor &&
-         root == o.root && group == o.group && group_size == o.group_size;
+bool Request::operator==(const Request& o) const { return rank == o.rank && same_collective(o); }
+
+bool Request::same_collective(const Request& o) const {
+  return type == o.type && name == o.name && dtype == o.dtype && shape == o.shape && device == o.device &&
+         reduce_op == o.reduce_op && prescale_factor == o.prescale_factor &&
+         postscale_factor == o.postscale_factor && root == o.root && group == o.group &&
+         group_size == o.group_size;
 }
 
 std::int64_t Response::total_bytes() const {

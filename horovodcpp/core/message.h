@@ -38,6 +38,8 @@ struct Request {
 
   bool operator==(const Request& other) const;
   bool operator!=(const Request& other) const { return !(*this == other); }
+  // The same collective on the same tensor, whichever rank asks: what the response cache keys on.
+  bool same_collective(const Request& other) const;
 };
 
 struct RequestList {

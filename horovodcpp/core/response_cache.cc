@@ -8,7 +8,7 @@ namespace hvd::detail {
 ResponseCache::Lookup ResponseCache::lookup(const Request& request) const {
   auto it = by_name_.find(request.name);
   if (it == by_name_.end()) return Lookup::Miss;
-  return slots_[it->second].request == request ? Lookup::Hit : Lookup::Invalid;
+  return slots_[it->second].request.same_collective(request) ? Lookup::Hit : Lookup::Invalid;
 }
 
 std::optional<int> ResponseCache::slot_of(const std::string& name) const {

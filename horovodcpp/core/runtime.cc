@@ -1,28 +1,51 @@
 #include "core/runtime.h"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include "core/logging.h"
 
 namespace hvd::detail {
 namespace {
 
-TimelineArgs tensor_args(const TensorTableEntry& e, const Response& response) {
+// This rank's tensor, on the op's end event (the op opens before the entry is taken).
+TimelineArgs tensor_args(const TensorTableEntry& e) {
   TimelineArgs args;
   if (e.input) {
     args.emplace_back("dtype", dtype_name(e.input->dtype()));
     args.emplace_back("shape", shape_string(e.input->shape()));
     args.emplace_back("bytes", std::to_string(e.input->size_bytes()));
   }
-  if (response.names.size() > 1)
-    args.emplace_back("fused_with", std::to_string(response.names.size()) + " tensors, " +
-                                        std::to_string(response.total_bytes()) + " bytes, first '" +
-                                        response.names.front() + "'");
   return args;
+}
+
+// Once the cycle's response list is known, every tensor's op opens with QUEUE inside: the wait
+// behind earlier responses of the cycle, closed when its own response starts executing.
+void open_queued_ops(Timeline& timeline, const ResponseList& list) {
+  if (!timeline.enabled()) return;
+  for (const auto& response : list.responses) {
+    if (response.type == ResponseType::Error || response.type == ResponseType::Join) continue;
+    TimelineArgs args;
+    if (response.names.size() > 1)
+      args.emplace_back("fused_with", std::to_string(response.names.size()) + " tensors, " +
+                                          std::to_string(response.total_bytes()) + " bytes, first '" +
+                                          response.names.front() + "'");
+    for (const auto& name : response.names) {
+      timeline.start_op(name, response_type_name(response.type), args);
+      timeline.queue_start(name);
+    }
+  }
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
 }
 
 std::string joined_names(const std::vector<std::string>& names) {
@@ -61,6 +84,9 @@ void Runtime::stop() {
 
 void Runtime::background_main() {
   pthread_setname_np(pthread_self(), "hvd-background");
+  // The waits of this thread sleep for tens of microseconds at a time (it never spins); Linux's
+  // default 50 us timer slack would stretch each of them several-fold.
+  prctl(PR_SET_TIMERSLACK, 5000UL, 0UL, 0UL, 0UL);
   try {
     initialize_on_background_thread();
   } catch (const std::exception& e) {
@@ -76,6 +102,7 @@ void Runtime::background_main() {
     init_done_ = true;
   }
   init_cv_.notify_all();
+  log_info(describe_setup());
   run_loop();
 }
 
@@ -84,21 +111,34 @@ void Runtime::initialize_on_background_thread() {
   topology_ = {world_->rank(),       world_->size(),       world_->local_rank(),
                world_->local_size(), world_->cross_rank(), world_->cross_size()};
   configure_logging(topology_.rank, settings_.log_level);
+  std::string local_error;
+  try {
+    set_up_on_world();
+  } catch (const std::exception& e) {
+    local_error = e.what();
+  }
+  // A failure on some ranks only would leave the others waiting in their first collective:
+  // every rank learns whether any failed, and why, and all of them fail together.
+  std::string error = agree_on_init(local_error);
+  if (!error.empty()) {
+    for (auto& backend : backends_) backend->shutdown();
+    timeline_.stop();
+    world_->finalize();
+    throw Error(error);
+  }
+}
+
+void Runtime::set_up_on_world() {
   op_context_.reset(new OpContext{settings_, *world_, timeline_, fusion_buffer_,
                                   [this](std::vector<TensorTableEntry>& entries, const Status& status) {
                                     finish(entries, status);
                                   }});
   backends_ = create_backends(*world_);
   for (auto& backend : backends_) backend->register_ops(registry_, *op_context_);
-  for (const auto* knob : {"cpu", "gpu"}) {
-    const std::string& wanted = std::strcmp(knob, "cpu") == 0 ? settings_.cpu_operations : settings_.gpu_operations;
-    if (!wanted.empty() && !registry_.has_backend(wanted)) {
-      for (auto& backend : backends_) backend->shutdown();
-      world_->finalize();
-      throw Error(std::string(std::strcmp(knob, "cpu") == 0 ? "HOROVOD_CPU_OPERATIONS=" : "HOROVOD_GPU_OPERATIONS=") +
-                  wanted + " asks for a backend this build does not contain");
-    }
-  }
+  if (!settings_.cpu_operations.empty() && !registry_.has_backend(settings_.cpu_operations))
+    throw Error("HOROVOD_CPU_OPERATIONS=" + settings_.cpu_operations + " asks for a backend this build does not contain");
+  if (!settings_.gpu_operations.empty() && !registry_.has_backend(settings_.gpu_operations))
+    throw Error("HOROVOD_GPU_OPERATIONS=" + settings_.gpu_operations + " asks for a backend this build does not contain");
   if (settings_.autotune)
     log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
              "HOROVOD_CYCLE_TIME as given");
@@ -110,6 +150,59 @@ void Runtime::initialize_on_background_thread() {
   options.stall.shutdown_seconds = settings_.stall_shutdown_seconds;
   controller_ = std::make_unique<Controller>(world_->control(), options, &timeline_);
   if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
+}
+
+std::string Runtime::describe_setup() const {
+  std::string backends;
+  for (const auto& backend : backends_) backends += (backends.empty() ? "" : ", ") + std::string(backend->name());
+  return "initialized: rank " + std::to_string(topology_.rank) + " of " + std::to_string(topology_.size) +
+         " (local " + std::to_string(topology_.local_rank) + " of " + std::to_string(topology_.local_size) +
+         ", cross " + std::to_string(topology_.cross_rank) + " of " + std::to_string(topology_.cross_size) +
+         "); backends: " + backends + "; fusion threshold " + std::to_string(settings_.fusion_threshold_bytes) +
+         " bytes, cycle " + format_number(settings_.cycle_time_ms) + " ms, cache capacity " +
+         std::to_string(settings_.cache_capacity);
+}
+
+std::string Runtime::describe_cycle(const ResponseList& list) const {
+  const ControllerStats& stats = controller_->stats();
+  std::string out = "cycle " + std::to_string(stats.cycles) + ": " + std::to_string(list.responses.size()) +
+                    " response(s):";
+  for (const auto& r : list.responses)
+    out += std::string(" ") + response_type_name(r.type) + "[" + std::to_string(r.names.size()) + " tensor(s), " +
+           std::to_string(r.total_bytes()) + " B]";
+  return out + "; so far " + std::to_string(stats.cache_hits) + " cache hit(s), " +
+         std::to_string(stats.slow_path_cycles) + " slow-path cycle(s)";
+}
+
+void Runtime::publish_stats() {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_ = controller_->stats();
+}
+
+ControllerStats Runtime::controller_stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+std::string Runtime::agree_on_init(const std::string& local_error) {
+  ControlChannel& channel = world_->control();
+  std::vector<std::uint64_t> failed((channel.size() + 63) / 64, 0);
+  if (!local_error.empty()) failed[channel.rank() / 64] |= std::uint64_t{1} << (channel.rank() % 64);
+  channel.bitwise_or(failed);
+  std::vector<int> ranks;
+  for (int r = 0; r < channel.size(); ++r)
+    if ((failed[r / 64] >> (r % 64)) & 1) ranks.push_back(r);
+  if (ranks.empty()) return {};
+  // The lowest failing rank's reason reaches every rank.
+  const int first = ranks.front();
+  auto gathered = channel.gather(std::vector<std::uint8_t>(local_error.begin(), local_error.end()));
+  std::vector<std::uint8_t> reason;
+  if (channel.rank() == 0) reason.assign(gathered[first].begin(), gathered[first].end());
+  reason = channel.broadcast(reason);
+  std::string ranks_text;
+  for (std::size_t i = 0; i < ranks.size(); ++i) ranks_text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return "rank" + std::string(ranks.size() > 1 ? "s " : " ") + ranks_text + " could not set up (rank " +
+         std::to_string(first) + ": " + std::string(reason.begin(), reason.end()) + ")";
 }
 
 void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
@@ -127,7 +220,7 @@ void Runtime::run_loop() {
   auto next_cycle = std::chrono::steady_clock::now();
   while (true) {
     // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
-    std::this_thread::sleep_until(next_cycle);
+    wait_for_cycle_start(next_cycle, period);
     next_cycle = std::chrono::steady_clock::now() + period;
     timeline_.mark_cycle_start();
     std::vector<Request> requests = queue_.pop_requests();
@@ -140,6 +233,9 @@ void Runtime::run_loop() {
       shut_down_on_background_thread(std::string("negotiation failed: ") + e.what());
       return;
     }
+    publish_stats();
+    if (!list.responses.empty() && log_enabled(LogLevel::Debug)) log_debug(describe_cycle(list));
+    open_queued_ops(timeline_, list);
     for (const auto& response : list.responses) execute(response);
     if (list.shutdown) {
       shut_down_on_background_thread(list.shutdown_reason.empty() ? "hvd::shutdown() was called"
@@ -161,6 +257,21 @@ void Runtime::run_loop() {
       next_cycle = std::chrono::steady_clock::now();
     }
   }
+}
+
+void Runtime::wait_for_cycle_start(std::chrono::steady_clock::time_point due,
+                                   std::chrono::steady_clock::duration period) {
+  // After a cycle in which no rank had anything (every rank knows it from the same AND), work
+  // that arrives starts the next cycle at once instead of at the period boundary: the ranks of
+  // a data-parallel job submit at about the same moment, so they start together.
+  if (controller_->idle_cycles() > 0)
+    queue_.wait_for_requests_until(due);
+  else
+    std::this_thread::sleep_until(due);
+  // A cycle that would start in the middle of a burst of submissions (a training step's
+  // tensors, one after another) waits for it to settle, so the burst is negotiated in one cycle
+  // on every rank rather than split across two.
+  queue_.wait_until_quiet(kBurstGap, std::chrono::steady_clock::now() + period);
 }
 
 std::vector<TensorTableEntry> Runtime::entries_for(const Response& response) {
@@ -203,7 +314,6 @@ void Runtime::execute(const Response& response) {
     finish(entries, Status::ok());
     return;
   }
-  for (auto& e : entries) timeline_.start_op(e.name, response_type_name(response.type), tensor_args(e, response));
   std::string why;
   CollectiveOp* op =
       registry_.select(response, entries, settings_.cpu_operations, settings_.gpu_operations, &why);
@@ -212,6 +322,7 @@ void Runtime::execute(const Response& response) {
                                   joined_names(response.names) + " failed: " + why));
     return;
   }
+  for (auto& e : entries) timeline_.queue_end(e.name);
   Status status = Status::ok();
   try {
     status = op->execute(entries, response);
@@ -228,10 +339,11 @@ void Runtime::execute(const Response& response) {
 
 void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& status) {
   for (auto& e : entries) {
-    if (status.is_ok())
-      timeline_.end_op(e.name, {});
-    else
-      timeline_.end_op(e.name, {{"error", status.message()}});
+    if (timeline_.enabled()) {
+      TimelineArgs args = tensor_args(e);
+      if (!status.is_ok()) args.emplace_back("error", status.message());
+      timeline_.end_op(e.name, args);
+    }
     if (!e.handle) continue;
     if (e.type == RequestType::Alltoall) e.handle->received_splits = e.received_splits;
     e.handle->complete_entry(e.handle_index, status, e.output);

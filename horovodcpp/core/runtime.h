@@ -48,13 +48,24 @@ class Runtime {
   // Queues the entries (with their requests) under one handle; throws hvd::Error when a name is
   // already in flight or the runtime has stopped.
   std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  // The controller's counters as of the last cycle (any thread; tests and benchmarks).
+  ControllerStats controller_stats() const;
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
   std::string generate_name(const std::string& prefix);
 
  private:
   void background_main();
   void initialize_on_background_thread();
+  void set_up_on_world();  // everything after the world exists; throws on failure
+  // Collective: "" when every rank set up, else the failing ranks and the first one's reason.
+  std::string agree_on_init(const std::string& local_error);
+  std::string describe_setup() const;                       // the info line after init
+  std::string describe_cycle(const ResponseList& list) const;  // the debug line per busy cycle
+  void publish_stats();
   void run_loop();
+  void wait_for_cycle_start(std::chrono::steady_clock::time_point due, std::chrono::steady_clock::duration period);
+  // Submissions closer together than this are one burst (see wait_for_cycle_start).
+  static constexpr std::chrono::microseconds kBurstGap{50};
   void execute(const Response& response);
   std::vector<TensorTableEntry> entries_for(const Response& response);
   void finish(std::vector<TensorTableEntry>& entries, const Status& status);
@@ -81,6 +92,9 @@ class Runtime {
   std::condition_variable init_cv_;
   bool init_done_ = false;
   std::string init_error_;
+
+  mutable std::mutex stats_mutex_;
+  ControllerStats stats_;  // published by the background thread once per cycle
 
   std::mutex names_mutex_;
   std::map<std::string, long long> name_counters_;

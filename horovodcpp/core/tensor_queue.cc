@@ -1,5 +1,8 @@
 #include "core/tensor_queue.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace hvd::detail {
 
 std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
@@ -18,6 +21,7 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     table_.emplace(std::move(name), std::move(e));
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
+  last_add_ = std::chrono::steady_clock::now();
   requests_arrived_.notify_all();
   return std::nullopt;
 }
@@ -45,6 +49,24 @@ std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& 
 bool TensorQueue::wait_for_requests(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   return requests_arrived_.wait_for(lock, timeout, [this] { return !requests_.empty(); });
+}
+
+bool TensorQueue::wait_for_requests_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return requests_arrived_.wait_until(lock, deadline, [this] { return !requests_.empty(); });
+}
+
+void TensorQueue::wait_until_quiet(std::chrono::microseconds gap, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    std::chrono::steady_clock::duration left;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      if (requests_.empty() || now >= deadline || now - last_add_ >= gap) return;
+      left = std::min<std::chrono::steady_clock::duration>(last_add_ + gap - now, deadline - now);
+    }
+    std::this_thread::sleep_for(left);
+  }
 }
 
 bool TensorQueue::contains(const std::string& name) const {

@@ -21,8 +21,13 @@ class TensorQueue {
   // Returns an error message instead when a name is already in flight or the queue is closed.
   std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
   std::vector<Request> pop_requests();
-  // Blocks up to `timeout` until requests are waiting; returns whether there are any.
+  // Blocks up to `timeout` (or until `deadline`) until requests are waiting; returns whether
+  // there are any.
   bool wait_for_requests(std::chrono::microseconds timeout);
+  bool wait_for_requests_until(std::chrono::steady_clock::time_point deadline);
+  // Returns once no request has been added for `gap` (at once if none is waiting), or at
+  // `deadline`.
+  void wait_until_quiet(std::chrono::microseconds gap, std::chrono::steady_clock::time_point deadline);
   // Removes the entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names);
   bool contains(const std::string& name) const;
@@ -34,6 +39,7 @@ class TensorQueue {
   std::condition_variable requests_arrived_;
   std::map<std::string, TensorTableEntry> table_;
   std::vector<Request> requests_;
+  std::chrono::steady_clock::time_point last_add_{};
   bool closed_ = false;
   std::string closed_reason_;
 };

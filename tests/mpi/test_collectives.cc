@@ -1,79 +1,59 @@
-// Every collective x dtype x reduce op on host memory, against closed forms.
+// Allreduce (every dtype x reduce op, scale factors, fusion, groups, empty tensors), the
+// response cache, threads, barrier, join and topology on host memory, against closed forms.
+// The data-movement collectives are in test_data_movement.cc.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
-#include "test_support.h"
+#include "closed_forms.h"
+#include "core/introspection.h"
 
 using namespace hvd;
+using hvd::test::contribution;
+using hvd::test::count_mismatches;
+using hvd::test::expected_reduction;
 using hvd::test::filled;
 using hvd::test::is_integer;
 using hvd::test::kAllDtypes;
+using hvd::test::kAllReduceOps;
 using hvd::test::read_as_double;
-
-namespace {
-
-int count_mismatches(const HostTensor& t, const std::function<double(std::int64_t)>& expected) {
-  int wrong = 0;
-  for (std::int64_t i = 0; i < t.num_elements(); ++i)
-    if (read_as_double(t, i) != expected(i)) {
-      if (wrong < 5)
-        UNSCOPED_INFO("element " << i << ": got " << read_as_double(t, i) << ", expected " << expected(i));
-      ++wrong;
-    }
-  return wrong;
-}
-
-// Values small enough to be exact in every dtype, including int8 and float16 sums at np=4.
-double contribution(int rank, std::int64_t i) { return (rank + 1) * (i % 5 + 1); }
-
-double expected_reduction(ReduceOp op, DataType dtype, int size, std::int64_t i) {
-  const double k = i % 5 + 1;
-  switch (op) {
-    case ReduceOp::Sum: return size * (size + 1) / 2.0 * k;
-    case ReduceOp::Average: {
-      const double avg = (size + 1) / 2.0 * k;
-      return is_integer(dtype) ? static_cast<double>(std::llround(avg)) : avg;
-    }
-    case ReduceOp::Min: return k;
-    case ReduceOp::Max: return size * k;
-    case ReduceOp::Product: return std::pow(2.0, size / 2);  // ranks contribute 1 or 2
-  }
-  return 0;
-}
-
-}  // namespace
 
 TEST_CASE("allreduce: every dtype and reduce op matches the closed form", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
   for (DataType dtype : kAllDtypes) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+    for (ReduceOp op : kAllReduceOps) {
       for (std::int64_t n : {1, 17, 1000}) {
-        auto input = filled(dtype, {n}, [&](std::int64_t i) {
-          return op == ReduceOp::Product ? (rank % 2 + 1) : contribution(rank, i);
-        });
+        auto input = filled(dtype, {n}, [&](std::int64_t i) { return contribution(op, rank, i); });
         auto output = HostTensor::allocate(dtype, {n});
         const std::string name = std::string("ar.") + dtype_name(dtype) + "." + reduce_op_name(op) + "." + std::to_string(n);
         allreduce_async(input, output, {op, name}).wait();
         INFO(name);
         CHECK(count_mismatches(*output, [&](std::int64_t i) { return expected_reduction(op, dtype, size, i); }) == 0);
         // The input is left untouched by an out-of-place allreduce.
-        CHECK(read_as_double(*input, 0) == (op == ReduceOp::Product ? rank % 2 + 1 : contribution(rank, 0)));
+        CHECK(read_as_double(*input, 0) == contribution(op, rank, 0));
       }
     }
   }
 }
 
-TEST_CASE("allreduce: in place, prescale and postscale", "[allreduce]") {
+TEST_CASE("allreduce: in place, prescale and postscale on every dtype", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
-  auto t = filled(DataType::Float32, {6, 7}, [&](std::int64_t i) { return contribution(rank, i); });
-  allreduce_async(t, t, {ReduceOp::Sum, "scaled", 0.5, 3.0}).wait();
-  CHECK(count_mismatches(*t, [&](std::int64_t i) { return 1.5 * expected_reduction(ReduceOp::Sum, DataType::Float32, size, i); }) == 0);
-  auto avg = filled(DataType::Float64, {5}, [&](std::int64_t i) { return contribution(rank, i); });
-  allreduce_async(avg, avg, {ReduceOp::Average, "scaled.average", 2.0, 1.0}).wait();
-  CHECK(count_mismatches(*avg, [&](std::int64_t i) { return 2.0 * expected_reduction(ReduceOp::Average, DataType::Float64, size, i); }) == 0);
+  // Small values and factors of 2 keep every dtype exact (int8 included at np=4).
+  auto base = [&](std::int64_t i) { return (rank + 1) * (i % 2 + 1); };
+  for (DataType dtype : kAllDtypes) {
+    INFO(dtype_name(dtype));
+    auto t = filled(dtype, {6, 7}, base);
+    allreduce_async(t, t, {ReduceOp::Sum, std::string("scaled.") + dtype_name(dtype), 2.0, 3.0}).wait();
+    CHECK(count_mismatches(*t, [&](std::int64_t i) { return 6 * size * (size + 1) / 2.0 * (i % 2 + 1); }) == 0);
+    // Average with factors: sum of (2 * base * 0.5), divided by size, times 4.
+    auto avg = filled(dtype, {5}, [&](std::int64_t i) { return 2 * base(i); });
+    allreduce_async(avg, avg, {ReduceOp::Average, std::string("scaled.average.") + dtype_name(dtype), 0.5, 4.0}).wait();
+    CHECK(count_mismatches(*avg, [&](std::int64_t i) { return 2.0 * (size + 1) * (i % 2 + 1); }) == 0);
+  }
 }
 
 TEST_CASE("allreduce: many tensors at once are fused and each gets its own result", "[allreduce][fusion]") {
@@ -91,11 +71,24 @@ TEST_CASE("allreduce: many tensors at once are fused and each gets its own resul
   }
 }
 
-TEST_CASE("allreduce: empty tensors and odd sizes", "[allreduce]") {
+TEST_CASE("allreduce: empty tensors, alone and fused with others, and odd sizes", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
-  auto empty = HostTensor::allocate(DataType::Float32, {0, 3});
-  allreduce_async(empty, empty, {ReduceOp::Sum, "empty"}).wait();
-  CHECK(empty->num_elements() == 0);
+  for (DataType dtype : kAllDtypes) {
+    auto empty = HostTensor::allocate(dtype, {0, 3});
+    REQUIRE_NOTHROW(allreduce_async(empty, empty, {ReduceOp::Sum, std::string("empty.") + dtype_name(dtype)}).wait());
+    CHECK(empty->shape() == TensorShape{0, 3});
+  }
+  // An empty tensor submitted among others rides in the same fused response without shifting them.
+  std::vector<std::shared_ptr<HostTensor>> tensors;
+  std::vector<Handle> handles;
+  for (int k = 0; k < 6; ++k) {
+    const std::int64_t n = k % 2 == 0 ? 0 : 8 + k;
+    tensors.push_back(filled(DataType::Float32, {n}, [&](std::int64_t i) { return (rank + 1) * (k + i); }));
+    handles.push_back(allreduce_async(tensors[k], tensors[k], {ReduceOp::Sum, "mixed." + std::to_string(k)}));
+  }
+  for (auto& h : handles) REQUIRE_NOTHROW(h.wait());
+  for (int k = 1; k < 6; k += 2)
+    CHECK(count_mismatches(*tensors[k], [&](std::int64_t i) { return size * (size + 1) / 2.0 * (k + i); }) == 0);
   for (std::int64_t n : {3, 127, 1023, 65537}) {
     auto t = filled(DataType::Int64, {n}, [&](std::int64_t i) { return (rank + 1) * i; });
     allreduce_async(t, t, {ReduceOp::Sum, "odd." + std::to_string(n)}).wait();
@@ -103,101 +96,39 @@ TEST_CASE("allreduce: empty tensors and odd sizes", "[allreduce]") {
   }
 }
 
-TEST_CASE("grouped allreduce returns every member reduced", "[allreduce][group]") {
+TEST_CASE("grouped allreduce returns every member reduced, repeatedly", "[allreduce][group]") {
   const int rank = hvd::rank(), size = hvd::size();
-  std::vector<TensorPtr> ins, outs;
-  for (int k = 0; k < 5; ++k) {
-    ins.push_back(filled(DataType::Float64, {k + 2}, [&](std::int64_t i) { return rank * 10.0 + k + i; }));
-    outs.push_back(HostTensor::allocate(DataType::Float64, {k + 2}));
-  }
-  grouped_allreduce_async(ins, outs, {ReduceOp::Average, "group"}).wait();
-  for (int k = 0; k < 5; ++k)
-    CHECK(count_mismatches(*std::static_pointer_cast<HostTensor>(outs[k]),
-                           [&](std::int64_t i) { return (size - 1) * 10.0 / 2 + k + i; }) == 0);
-}
-
-TEST_CASE("allgather: a different first dimension on every rank", "[allgather]") {
-  const int rank = hvd::rank(), size = hvd::size();
-  for (DataType dtype : kAllDtypes) {
-    // Rank r has r rows (rank 0 none) of 3 columns; value = 10 * r + row + col.
-    auto in = filled(dtype, {rank, 3}, [&](std::int64_t i) { return 10 * rank + i / 3 + i % 3; });
-    auto h = allgather_async(in, host_allocator(), {std::string("ag.") + dtype_name(dtype)});
-    h.wait();
-    auto out = std::static_pointer_cast<HostTensor>(h.outputs().at(0));
-    const std::int64_t rows = size * (size - 1) / 2;
-    REQUIRE(out->shape() == TensorShape{rows, 3});
-    std::int64_t at = 0;
-    for (int r = 0; r < size; ++r)
-      for (int row = 0; row < r; ++row, ++at)
-        for (int col = 0; col < 3; ++col) CHECK(read_as_double(*out, at * 3 + col) == 10 * r + row + col);
-  }
-}
-
-TEST_CASE("broadcast from every root", "[broadcast]") {
-  const int rank = hvd::rank(), size = hvd::size();
-  for (int root = 0; root < size; ++root) {
-    for (DataType dtype : {DataType::UInt8, DataType::Float16, DataType::Float64}) {
-      auto t = filled(dtype, {33}, [&](std::int64_t i) { return rank * 7 + i % 50; });
-      broadcast_async(t, t, {root, "bcast." + std::to_string(root) + dtype_name(dtype)}).wait();
-      CHECK(count_mismatches(*t, [&](std::int64_t i) { return root * 7 + i % 50; }) == 0);
+  for (int repeat = 0; repeat < 3; ++repeat) {  // a group submitted again is negotiated again, whole
+    std::vector<TensorPtr> ins, outs;
+    for (int k = 0; k < 5; ++k) {
+      const std::int64_t n = k == 3 ? 0 : k + 2;  // an empty member changes nothing for the rest
+      ins.push_back(filled(DataType::Float64, {n}, [&](std::int64_t i) { return rank * 10.0 + k + i + repeat; }));
+      outs.push_back(HostTensor::allocate(DataType::Float64, {n}));
     }
+    grouped_allreduce_async(ins, outs, {ReduceOp::Average, "group"}).wait();
+    for (int k = 0; k < 5; ++k)
+      CHECK(count_mismatches(*std::static_pointer_cast<HostTensor>(outs[k]),
+                             [&](std::int64_t i) { return (size - 1) * 10.0 / 2 + k + i + repeat; }) == 0);
   }
 }
 
-TEST_CASE("alltoall with uneven splits, including empty ones", "[alltoall]") {
+TEST_CASE("a tensor submitted again skips negotiation through the response cache", "[allreduce][cache]") {
   const int rank = hvd::rank(), size = hvd::size();
-  // Rank r sends (r + d) % 3 rows to rank d; each row is [r, d, row index].
-  std::vector<std::int64_t> splits(size);
-  std::int64_t rows = 0;
-  for (int d = 0; d < size; ++d) rows += splits[d] = (rank + d) % 3;
-  auto in = HostTensor::allocate(DataType::Int32, {rows, 3});
-  std::int64_t at = 0;
-  for (int d = 0; d < size; ++d)
-    for (int j = 0; j < splits[d]; ++j, ++at) {
-      in->data_as<std::int32_t>()[at * 3 + 0] = rank;
-      in->data_as<std::int32_t>()[at * 3 + 1] = d;
-      in->data_as<std::int32_t>()[at * 3 + 2] = j;
-    }
-  auto h = alltoall_async(in, host_allocator(), {splits, "a2a"});
-  h.wait();
-  auto out = std::static_pointer_cast<HostTensor>(h.outputs().at(0));
-  const auto& received = h.received_splits();
-  REQUIRE(received.size() == static_cast<std::size_t>(size));
-  at = 0;
-  for (int s = 0; s < size; ++s) {
-    CHECK(received[s] == (s + rank) % 3);
-    for (int j = 0; j < received[s]; ++j, ++at) {
-      CHECK(out->data_as<std::int32_t>()[at * 3 + 0] == s);
-      CHECK(out->data_as<std::int32_t>()[at * 3 + 1] == rank);
-      CHECK(out->data_as<std::int32_t>()[at * 3 + 2] == j);
-    }
+  const char* capacity = std::getenv("HOROVOD_CACHE_CAPACITY");
+  const bool cache_on = capacity == nullptr || std::string(capacity) != "0";
+  const auto before = detail::controller_stats();
+  const int steps = 40;
+  for (int step = 0; step < steps; ++step) {
+    auto t = filled(DataType::Float32, {64}, [&](std::int64_t i) { return (rank + 1) * (i + step); });
+    allreduce_async(t, t, {ReduceOp::Sum, "cache.repeated"}).wait();
+    REQUIRE(count_mismatches(*t, [&](std::int64_t i) { return size * (size + 1) / 2.0 * (i + step); }) == 0);
   }
-  CHECK(out->shape()[0] == at);
-}
-
-TEST_CASE("alltoall without splits divides the first dimension evenly", "[alltoall]") {
-  const int rank = hvd::rank(), size = hvd::size();
-  auto in = filled(DataType::Float32, {2 * size}, [&](std::int64_t i) { return rank * 100 + i; });
-  auto h = alltoall_async(in, host_allocator(), {{}, "a2a.even"});
-  h.wait();
-  auto out = std::static_pointer_cast<HostTensor>(h.outputs().at(0));
-  CHECK(count_mismatches(*out, [&](std::int64_t i) { return (i / 2) * 100 + 2 * rank + i % 2; }) == 0);
-}
-
-TEST_CASE("reducescatter gives the first ranks one extra row when rows do not divide", "[reducescatter]") {
-  const int rank = hvd::rank(), size = hvd::size();
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
-    const std::int64_t rows = 2 * size + 1, cols = 4;
-    auto in = filled(DataType::Float32, {rows, cols}, [&](std::int64_t i) { return (rank + 1) * (i + 1); });
-    auto h = reducescatter_async(in, host_allocator(), {op, std::string("rs.") + reduce_op_name(op)});
-    h.wait();
-    auto out = std::static_pointer_cast<HostTensor>(h.outputs().at(0));
-    const std::int64_t mine = rows / size + (rank < rows % size ? 1 : 0);
-    const std::int64_t first = rank * (rows / size) + std::min<std::int64_t>(rank, rows % size);
-    REQUIRE(out->shape() == TensorShape{mine, cols});
-    const double factor = op == ReduceOp::Sum ? size * (size + 1) / 2.0 : op == ReduceOp::Average ? (size + 1) / 2.0 : size;
-    CHECK(count_mismatches(*out, [&](std::int64_t i) { return factor * (first * cols + i + 1); }) == 0);
-  }
+  const auto after = detail::controller_stats();
+  INFO("HOROVOD_CACHE_CAPACITY=" << (capacity ? capacity : "(default)"));
+  // Every submission after the first is served from the cache, on every rank, or none is.
+  CHECK(after.cache_hits - before.cache_hits == (cache_on ? steps - 1 : 0));
+  CHECK(after.cache_invalidations == before.cache_invalidations);
+  if (!cache_on) CHECK(after.slow_path_cycles - before.slow_path_cycles >= static_cast<std::uint64_t>(steps));
 }
 
 TEST_CASE("handles from several user threads at once", "[threads]") {
@@ -229,13 +160,21 @@ TEST_CASE("join: ranks with fewer steps join and contribute zeros", "[join]") {
   const int rank = hvd::rank(), size = hvd::size();
   const int my_steps = 2 * (rank + 1);
   for (int step = 0; step < my_steps; ++step) {
+    // Two tensors per step, so joined ranks also stand in inside fused responses.
     auto g = filled(DataType::Float32, {4}, [&](std::int64_t i) { return (rank + 1) * (i + 1); });
-    allreduce_async(g, g, {ReduceOp::Sum, "join.grad"}).wait();
+    auto a = filled(DataType::Float64, {3}, [&](std::int64_t i) { return (rank + 1) * (i + 2); });
+    auto hg = allreduce_async(g, g, {ReduceOp::Sum, "join.grad"});
+    auto ha = allreduce_async(a, a, {ReduceOp::Average, "join.avg"});
+    hg.wait();
+    ha.wait();
     // Ranks still stepping at this step are those with 2 * (r + 1) > step.
     double active = 0;
     for (int r = 0; r < size; ++r)
       if (2 * (r + 1) > step) active += r + 1;
+    INFO("step " << step);
     CHECK(count_mismatches(*g, [&](std::int64_t i) { return active * (i + 1); }) == 0);
+    // Average divides by the whole world: joined ranks count, with zeros.
+    for (std::int64_t i = 0; i < 3; ++i) CHECK(read_as_double(*a, i) == Approx(active * (i + 2) / size));
   }
   const int last = hvd::join();
   CHECK(last == size - 1);

@@ -51,15 +51,18 @@ TEST_CASE("mismatched reduce ops, scale factors, roots and collectives", "[error
   auto t = HostTensor::allocate(DataType::Float32, {4});
   SECTION("reduce op") {
     auto m = failure_of(allreduce_async(t, t, {first ? ReduceOp::Sum : ReduceOp::Min, "bad.op"}));
-    CHECK_THAT(m, Catch::Contains("reduce ops") && Catch::Contains("Sum") && Catch::Contains("Min"));
+    CHECK_THAT(m, Catch::Contains("reduce ops") && Catch::Contains("'bad.op'") && Catch::Contains("rank 0 has Sum") &&
+                      Catch::Contains("rank 1 has Min"));
   }
   SECTION("prescale") {
     auto m = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.prescale", first ? 1.0 : 0.5}));
-    CHECK_THAT(m, Catch::Contains("prescale factors") && Catch::Contains("0.5"));
+    CHECK_THAT(m, Catch::Contains("prescale factors") && Catch::Contains("'bad.prescale'") &&
+                      Catch::Contains("rank 0 has 1,") && Catch::Contains("rank 1 has 0.5"));
   }
   SECTION("postscale") {
     auto m = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.postscale", 1.0, first ? 1.0 : 4.0}));
-    CHECK_THAT(m, Catch::Contains("postscale factors") && Catch::Contains("4"));
+    CHECK_THAT(m, Catch::Contains("postscale factors") && Catch::Contains("'bad.postscale'") &&
+                      Catch::Contains("rank 0 has 1,") && Catch::Contains("rank 1 has 4"));
   }
   SECTION("broadcast root") {
     auto m = failure_of(broadcast_async(t, t, {first ? 0 : 1, "bad.root"}));
@@ -68,12 +71,22 @@ TEST_CASE("mismatched reduce ops, scale factors, roots and collectives", "[error
   SECTION("collective") {
     Handle h = first ? allreduce_async(t, t, {ReduceOp::Sum, "bad.kind"})
                      : broadcast_async(t, t, {0, "bad.kind"});
-    CHECK_THAT(failure_of(h), Catch::Contains("ALLREDUCE") && Catch::Contains("BROADCAST"));
+    CHECK_THAT(failure_of(h), Catch::Contains("'bad.kind'") && Catch::Contains("rank 0 has ALLREDUCE") &&
+                                  Catch::Contains("rank 1 has BROADCAST"));
   }
   SECTION("allgather trailing dimensions") {
     auto g = HostTensor::allocate(DataType::Float32, {2, first ? 3 : 4});
     auto m = failure_of(allgather_async(g, host_allocator(), {"bad.gather"}));
-    CHECK_THAT(m, Catch::Contains("'bad.gather'") && Catch::Contains("first dimension"));
+    CHECK_THAT(m, Catch::Contains("'bad.gather'") && Catch::Contains("first dimension") &&
+                      Catch::Contains("rank 0 has [2, 3]") && Catch::Contains("rank 1 has [2, 4]"));
+  }
+  SECTION("grouped allreduce sizes") {
+    const int members = first ? 2 : 3;
+    std::vector<TensorPtr> ins;
+    for (int k = 0; k < members; ++k) ins.push_back(HostTensor::allocate(DataType::Float32, {2}));
+    auto m = failure_of(grouped_allreduce_async(ins, ins, {ReduceOp::Sum, "bad.group"}));
+    CHECK_THAT(m, Catch::Contains("group sizes") && Catch::Contains("'bad.group'") &&
+                      Catch::Contains("rank 0 submitted 2") && Catch::Contains("submitted 3"));
   }
   require_next_operation_works("after.mismatch");
 }

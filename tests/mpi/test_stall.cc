@@ -2,56 +2,15 @@
 // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3. Rank 0's stderr is captured to read the warning.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "captured_stderr.h"
 #include "test_support.h"
 
 using namespace hvd;
-
-namespace {
-
-// Sends this process's stderr to a file while alive; text() reads what was written.
-class CapturedStderr {
- public:
-  CapturedStderr() : path_("/tmp/hvd_stall_stderr." + std::to_string(::getpid())) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    std::FILE* f = std::fopen(path_.c_str(), "w");
-    ::dup2(::fileno(f), 2);
-    std::fclose(f);
-  }
-  ~CapturedStderr() {
-    restore();
-    std::remove(path_.c_str());
-  }
-  std::string text() {
-    restore();
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    std::fprintf(stderr, "%s", s.str().c_str());  // keep it visible in the test log
-    return s.str();
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::string path_;
-  int saved_ = -1;
-};
-
-}  // namespace
+using hvd::test::CapturedStderr;
+using hvd::test::count_occurrences;
 
 TEST_CASE("a late rank gets a warning naming the tensor and the missing rank", "[warning]") {
   const int late = hvd::size() - 1;
@@ -61,9 +20,14 @@ TEST_CASE("a late rank gets a warning naming the tensor and the missing rank", "
   allreduce_async(t, t, {ReduceOp::Sum, "slow.tensor"}).wait();
   const std::string err = captured.text();
   CHECK(test::read_as_double(*t, 0) == hvd::size());
-  if (hvd::rank() == 0)
+  if (hvd::rank() == 0) {
     CHECK_THAT(err, Catch::Contains("stall detected") && Catch::Contains("'slow.tensor'") &&
                         Catch::Contains("rank " + std::to_string(late)));
+    // Warned once, though the inspector ran at least twice while the tensor waited.
+    CHECK(count_occurrences(err, "'slow.tensor'") == 1);
+    // Every line of the multi-line warning carries the rank.
+    CHECK(count_occurrences(err, "[horovodcpp rank 0] [warning]") == count_occurrences(err, "\n"));
+  }
 }
 
 TEST_CASE("a stall past the shutdown time fails every rank with the tensor and missing rank", "[shutdown]") {

@@ -31,7 +31,6 @@ inline RunResult run_controllers(int size, int cycles, const Script& script, det
       detail::Controller controller(channel, options);
       for (int c = 0; c < cycles; ++c) {
         auto requests = script(rank, c);
-        for (auto& r : requests) r.rank = rank;
         result.lists[rank].push_back(controller.compute_response_list(std::move(requests), false));
       }
       result.stats[rank] = controller.stats();

@@ -1,6 +1,8 @@
 // The Controller with N simulated ranks over an in-process channel.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -123,8 +125,10 @@ TEST_CASE("a cached name with new parameters is invalidated and renegotiated", "
   REQUIRE(only_response(run, 0, 1).shapes[0] == TensorShape{8});
   REQUIRE(only_response(run, 0, 2).shapes[0] == TensorShape{9});
   REQUIRE(only_response(run, 0, 3).shapes[0] == TensorShape{9});
-  REQUIRE(run.stats[0].cache_invalidations == 1);
-  REQUIRE(run.stats[0].cache_hits == 2);  // cycles 1 and 3
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(run.stats[rank].cache_invalidations == 1);
+    REQUIRE(run.stats[rank].cache_hits == 2);  // cycles 1 and 3
+  }
 }
 
 TEST_CASE("one rank changing a cached tensor's shape gets a mismatch error on every rank", "[controller][cache]") {
@@ -149,8 +153,10 @@ TEST_CASE("the response cache evicts the least recently used entry at capacity",
     return std::vector<Request>{allreduce_request(order[cycle], {1})};
   }, options);
   require_identical_across_ranks(run);
-  REQUIRE(run.stats[0].cache_hits == 2);        // the second and third "a"
-  REQUIRE(run.stats[0].slow_path_cycles == 4);  // a, b, c, b
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(run.stats[rank].cache_hits == 2);        // the second and third "a"
+    REQUIRE(run.stats[rank].slow_path_cycles == 4);  // a, b, c, b
+  }
 }
 
 namespace {
@@ -265,6 +271,70 @@ TEST_CASE("a group is released together once every member is ready everywhere", 
   REQUIRE(names_of(run.lists[0][1]) == std::vector<std::string>{"grp.0", "grp.1", "grp.2"});
 }
 
+namespace {
+Request group_member(const std::string& group, int index, int group_size, TensorShape shape = {1}) {
+  Request m = allreduce_request(group + "." + std::to_string(index), std::move(shape));
+  m.group = group;
+  m.group_size = group_size;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("a group submitted again with one member changed is renegotiated whole", "[controller][group]") {
+  auto run = run_controllers(2, 4, [](int, int cycle) {
+    std::vector<Request> r;
+    if (cycle == 0 || cycle == 2)
+      for (int i = 0; i < 3; ++i) r.push_back(group_member("grp", i, 3, {cycle == 2 && i == 1 ? 7 : 1}));
+    return r;
+  });
+  require_identical_across_ranks(run);
+  REQUIRE(names_of(run.lists[0][2]) == std::vector<std::string>{"grp.0", "grp.1", "grp.2"});
+  REQUIRE(run.lists[0][2].responses[0].shapes[1] == TensorShape{7});
+  for (int rank = 0; rank < 2; ++rank) REQUIRE(run.stats[rank].cache_hits == 0);  // groups never come from the cache
+}
+
+TEST_CASE("ranks that disagree on a group's size fail every member on every rank", "[controller][group][errors]") {
+  auto run = run_controllers(2, 2, [](int rank, int cycle) {
+    std::vector<Request> r;
+    const int group_size = rank == 0 ? 2 : 3;
+    if (cycle == 0)
+      for (int i = 0; i < group_size; ++i) r.push_back(group_member("grp", i, group_size));
+    if (cycle == 1) r.push_back(allreduce_request("after", {1}));
+    return r;
+  });
+  require_identical_across_ranks(run);
+  const auto& failed = run.lists[1][0].responses;
+  REQUIRE(failed.size() == 3);
+  for (const auto& r : failed) {
+    REQUIRE(r.type == ResponseType::Error);
+    REQUIRE_THAT(r.error, Catch::Contains("group sizes") && Catch::Contains("'grp'") &&
+                              Catch::Contains("rank 0 submitted 2") && Catch::Contains("rank 1 submitted 3"));
+  }
+  REQUIRE(names_of(run.lists[1][0]) == std::vector<std::string>{"grp.0", "grp.1", "grp.2"});
+  REQUIRE(only_response(run, 1, 1).type == ResponseType::Allreduce);  // the next operation still runs
+}
+
+TEST_CASE("a group completed by a joined rank is released once", "[controller][group][join]") {
+  auto run = run_controllers(2, 4, [](int rank, int cycle) {
+    std::vector<Request> r;
+    if (cycle == 0 && rank == 0) {
+      Request join;
+      join.type = RequestType::Join;
+      join.name = kJoinTensorName;
+      r.push_back(join);
+    }
+    // The API sends a rank's whole group in one cycle; members arriving apart (while rank 0 has
+    // joined, so each is ready at once) exercise the coordinator's guard against double release.
+    if (rank == 1 && (cycle == 1 || cycle == 2)) r.push_back(group_member("grp", cycle - 1, 2));
+    return r;
+  });
+  require_identical_across_ranks(run);
+  std::vector<std::string> released;
+  for (const auto& list : run.lists[1])
+    for (const auto& n : names_of(list)) released.push_back(n);
+  REQUIRE(released == std::vector<std::string>{"grp.0", "grp.1"});
+}
+
 TEST_CASE("a stall past the shutdown time stops every rank naming the tensor and missing rank", "[controller][stall]") {
   ControllerOptions options;
   options.stall.warning_seconds = 0.05;
@@ -289,7 +359,7 @@ TEST_CASE("a stall past the shutdown time stops every rank naming the tensor and
 
 TEST_CASE("a shutdown wish on one rank reaches every rank in the same cycle", "[controller]") {
   auto rendezvous = std::make_shared<hvd::test::Rendezvous>(2);
-  std::vector<bool> stopped(2);
+  std::array<std::atomic<bool>, 2> stopped{};  // written by two threads: no shared bit words
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank)
     threads.emplace_back([&, rank] {
