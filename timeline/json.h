@@ -1,5 +1,7 @@
-// A small JSON document model and parser for the hvd-timeline tool (no JSON library is
-// installed). Objects keep their key order. Used on the tool's one thread.
+// A small JSON document model and a strict parser for the hvd-timeline tool (no JSON library is
+// installed): RFC 8259 plus what Chrome and Perfetto rely on, i.e. it also rejects duplicate
+// member names, invalid UTF-8 (lone surrogates included) and numbers that are not finite
+// doubles. Objects keep their key order. Used on the tool's one thread.
 #pragma once
 
 #include <cstddef>
@@ -88,6 +90,8 @@ class JsonParser {
   double parse_number();
   void expect_word(const char* word);
   void append_utf8(std::string& out, unsigned code);
+  void append_raw_utf8(std::string& out);  // one validated sequence from the text
+  unsigned parse_escaped_code_point();
   unsigned parse_hex4();
 
   const std::string& text_;

@@ -1,41 +1,33 @@
 #include "timeline/timeline.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "core/logging.h"
+#include "timeline/timeline_rows.h"
 #include "timeline/timeline_writer.h"
 
 namespace hvd {
 namespace {
 
+using detail::kRuntimeRow;
+using detail::Span;
+using detail::SpanKind;
 using detail::TimelineEvent;
-
-enum class SpanKind { Negotiate, Op, Activity };
-
-// An open B event on a tensor's row. `written` is false when the B was dropped (queue full):
-// its E is then dropped too, so every row in the file stays properly nested.
-struct Span {
-  SpanKind kind;
-  bool written;
-};
-
-struct Row {
-  int pid = 0;
-  std::vector<Span> open;
-};
+using detail::TimelineRow;
 
 const char* or_unknown(const char* text) { return text != nullptr ? text : "UNKNOWN"; }
 
 }  // namespace
 
-// The recording state shared by the event callers (background and GPU finalizer threads, under
-// mu), start/stop (any thread, serialised by control_mu) and the writer thread.
+// The recording state shared by the event callers (background and GPU threads, under mu),
+// start/stop (any thread, serialised by control_mu) and the writer thread.
 struct Timeline::Impl {
-  explicit Impl(TimelineOptions o) : options(o) {}
+  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity) {}
 
   const TimelineOptions options;
   std::mutex control_mu;
@@ -46,8 +38,8 @@ struct Timeline::Impl {
   std::condition_variable wake_writer;
   std::condition_variable flushed;
   std::vector<TimelineEvent> pending;
-  std::unordered_map<std::string, Row> rows;
-  int next_pid = 1;
+  std::size_t owed_ends = 0;  // written B events whose E is not queued yet
+  detail::TimelineRows rows;
   bool mark_cycles = false;
   bool stopping = false;
   bool writer_running = false;
@@ -64,50 +56,66 @@ struct Timeline::Impl {
         .count();
   }
 
-  // Droppable events (B, instants) respect the queue bound; E events of written spans and
-  // metadata always go in, which the number of open spans and rows bounds.
-  bool push_locked(TimelineEvent&& event, bool must_keep) {
-    if (!must_keep && pending.size() >= options.queue_capacity) {
-      dropped.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
+  // The queue never holds more than queue_capacity events: a droppable event (B, instant, and
+  // a new row's metadata with it) goes in only if room remains for every E still owed, so an
+  // E always fits.
+  bool has_room_locked(std::size_t events) const {
+    return pending.size() + owed_ends + events <= options.queue_capacity;
+  }
+  void append_locked(TimelineEvent&& event) {
     pending.push_back(std::move(event));
     if (options.wake_when_half_full && pending.size() == options.queue_capacity / 2) {
       wake_writer.notify_one();
     }
+  }
+
+  // Queues a B or an instant on the tensor's row, preceded by the row's metadata the first time.
+  bool push_on_row_locked(const std::string& tensor, TimelineRow& row, TimelineEvent&& event) {
+    const bool begin = event.phase == 'B';
+    if (!has_room_locked((row.named ? 0 : 2) + 1 + (begin ? 1 : 0))) {
+      dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (!row.named) {
+      append_locked({'M', 0, row.pid, 0, "process_name", {{"name", tensor}}});
+      append_locked({'M',
+                     0,
+                     row.pid,
+                     0,
+                     "process_sort_index",
+                     {{"sort_index", std::to_string(row.pid)}}});
+      row.named = true;
+    }
+    append_locked(std::move(event));
+    if (begin) ++owed_ends;
     return true;
   }
 
-  Row& row_locked(const std::string& tensor) {
-    auto it = rows.find(tensor);
-    if (it != rows.end()) return it->second;
-    Row& row = rows[tensor];
-    row.pid = next_pid++;
-    push_locked({'M', 0, row.pid, 0, "process_name", {{"name", tensor}}}, true);
-    push_locked(
-        {'M', 0, row.pid, 0, "process_sort_index", {{"sort_index", std::to_string(row.pid)}}},
-        true);
-    return row;
-  }
-
-  void begin_locked(Row& row, SpanKind kind, std::string name, TimelineArgs args) {
-    bool written =
-        push_locked({'B', 0, row.pid, now_ns(), std::move(name), std::move(args)}, false);
+  // `ts`: when the span begins (ends); now when negative.
+  void begin_locked(const std::string& tensor, TimelineRow& row, SpanKind kind, std::string name,
+                    TimelineArgs args, std::int64_t ts = -1) {
+    const bool written = push_on_row_locked(
+        tensor, row, {'B', 0, row.pid, ts < 0 ? now_ns() : ts, std::move(name), std::move(args)});
     row.open.push_back({kind, written});
   }
 
-  void end_top_locked(Row& row, TimelineArgs args) {
+  void end_top_locked(TimelineRow& row, TimelineArgs args, std::int64_t ts = -1) {
     Span span = row.open.back();
     row.open.pop_back();
     if (span.written) {
-      push_locked({'E', 0, row.pid, now_ns(), "", std::move(args)}, true);
+      append_locked({'E', 0, row.pid, ts < 0 ? now_ns() : ts, "", std::move(args)});
+      --owed_ends;
     } else {
       dropped.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
-  void close_all_locked(Row& row) {
+  void close_all_locked(TimelineRow& row) {
     while (!row.open.empty()) end_top_locked(row, {});
+  }
+
+  bool top_is(const TimelineRow& row, SpanKind kind) const {
+    return !row.open.empty() && row.open.back().kind == kind;
   }
 
   void writer_loop();
@@ -130,7 +138,7 @@ void Timeline::Impl::writer_loop() {
     const std::uint64_t lost = dropped.load(std::memory_order_relaxed);
     if (lost != reported_dropped || last) {
       // The counter travels as metadata, so even a crashed run's file says what it lost.
-      batch.push_back({'M', 0, 0, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
+      batch.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
       reported_dropped = lost;
     }
     if (!batch.empty()) writer->write(batch);
@@ -161,14 +169,15 @@ void Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   s.writer = std::move(writer);
   s.pending.clear();
   s.pending.reserve(s.options.queue_capacity);
-  s.rows.clear();
-  s.next_pid = 1;
+  s.rows.reset(kRuntimeRow + 1);
+  s.owed_ends = 0;
   s.mark_cycles = mark_cycles;
   s.stopping = false;
   s.writer_running = true;
   s.flush_requested = s.flush_done = 0;
   s.dropped.store(0);
   s.thread = std::thread([&s] { s.writer_loop(); });
+  pthread_setname_np(s.thread.native_handle(), "hvd-timeline");  // named before start() returns
   s.enabled.store(true, std::memory_order_release);
 }
 
@@ -184,7 +193,7 @@ void Timeline::stop_locked_by_caller() {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.thread.joinable()) return;
     s.enabled.store(false, std::memory_order_release);
-    for (auto& entry : s.rows) s.close_all_locked(entry.second);
+    s.rows.for_each([&s](TimelineRow& row) { s.close_all_locked(row); });
     s.stopping = true;
     s.wake_writer.notify_one();
     thread = std::move(s.thread);
@@ -193,7 +202,7 @@ void Timeline::stop_locked_by_caller() {
   std::lock_guard<std::mutex> lock(s.mu);
   const std::string path = s.writer->path();
   s.writer.reset();
-  s.rows.clear();
+  s.rows.reset(kRuntimeRow + 1);
   if (const auto lost = s.dropped.load()) {
     detail::log_warn("timeline: " + std::to_string(lost) + " events were dropped from '" + path +
                      "' because the writer's queue was full");
@@ -213,89 +222,123 @@ void Timeline::flush() {
   s.flushed.wait(lock, [&] { return s.flush_done >= target || !s.writer_running; });
 }
 
+std::size_t Timeline::remembered_rows() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->rows.size();
+}
+
 void Timeline::negotiate_start(const std::string& tensor, const char* op) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  Row& row = impl_->row_locked(tensor);
+  TimelineRow& row = impl_->rows.get(tensor);
   // The coordinator starts a negotiation when the first rank reports, and again when its own
   // request leaves the queue: the first call opens the span, later ones leave it be.
   if (!row.open.empty() && row.open.front().kind == SpanKind::Negotiate) return;
   impl_->close_all_locked(row);
-  impl_->begin_locked(row, SpanKind::Negotiate, std::string("NEGOTIATE_") + or_unknown(op), {});
+  impl_->begin_locked(tensor, row, SpanKind::Negotiate,
+                      std::string("NEGOTIATE_") + or_unknown(op), {});
 }
 
 void Timeline::negotiate_rank_ready(const std::string& tensor, int rank) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  Row& row = impl_->row_locked(tensor);
+  TimelineRow& row = impl_->rows.get(tensor);
   // Named by the rank, as Horovod does, so Chrome shows which rank reported when.
-  impl_->push_locked(
-      {'i', 't', row.pid, impl_->now_ns(), std::to_string(rank), {{"rank", std::to_string(rank)}}},
-      false);
+  impl_->push_on_row_locked(
+      tensor, row,
+      {'i', 't', row.pid, impl_->now_ns(), std::to_string(rank), {{"rank", std::to_string(rank)}}});
 }
 
 void Timeline::negotiate_end(const std::string& tensor) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  auto it = impl_->rows.find(tensor);
-  if (it == impl_->rows.end() || it->second.open.empty() ||
-      it->second.open.front().kind != SpanKind::Negotiate) {
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr || row->open.empty() || row->open.front().kind != SpanKind::Negotiate) {
     return;  // no negotiation open (recording started mid-way): nothing to close
   }
-  impl_->close_all_locked(it->second);
+  impl_->close_all_locked(*row);
 }
 
 void Timeline::start_op(const std::string& tensor, const char* op, const TimelineArgs& args) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  Row& row = impl_->row_locked(tensor);
+  TimelineRow& row = impl_->rows.get(tensor);
   impl_->close_all_locked(row);  // a negotiation the caller did not end
-  impl_->begin_locked(row, SpanKind::Op, or_unknown(op), args);
+  impl_->begin_locked(tensor, row, SpanKind::Op, or_unknown(op), args);
+}
+
+void Timeline::queue_start(const std::string& tensor) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->recording_locked()) return;
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr || !impl_->top_is(*row, SpanKind::Op)) return;  // only directly in an op
+  impl_->begin_locked(tensor, *row, SpanKind::Queue, "QUEUE", {});
+}
+
+void Timeline::queue_end(const std::string& tensor) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->recording_locked()) return;
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row != nullptr && impl_->top_is(*row, SpanKind::Queue)) impl_->end_top_locked(*row, {});
 }
 
 void Timeline::activity_start(const std::string& tensor, const char* activity) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  Row& row = impl_->row_locked(tensor);
-  impl_->begin_locked(row, SpanKind::Activity, or_unknown(activity), {});
+  TimelineRow& row = impl_->rows.get(tensor);
+  if (impl_->top_is(row, SpanKind::Queue)) impl_->end_top_locked(row, {});  // the wait is over
+  impl_->begin_locked(tensor, row, SpanKind::Activity, or_unknown(activity), {});
 }
 
 void Timeline::activity_end(const std::string& tensor) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  auto it = impl_->rows.find(tensor);
-  if (it == impl_->rows.end() || it->second.open.empty() ||
-      it->second.open.back().kind != SpanKind::Activity) {
-    return;
-  }
-  impl_->end_top_locked(it->second, {});
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row != nullptr && impl_->top_is(*row, SpanKind::Activity)) impl_->end_top_locked(*row, {});
+}
+
+void Timeline::switch_activity(const std::string& tensor, const char* next) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->recording_locked()) return;
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr || !impl_->top_is(*row, SpanKind::Activity)) return;
+  const std::int64_t now = impl_->now_ns();
+  impl_->end_top_locked(*row, {}, now);
+  impl_->begin_locked(tensor, *row, SpanKind::Activity, or_unknown(next), {}, now);
 }
 
 void Timeline::end_op(const std::string& tensor, const TimelineArgs& args) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  auto it = impl_->rows.find(tensor);
-  if (it == impl_->rows.end()) return;
-  Row& row = it->second;
-  // Close activities the op left open (a failure mid-collective), then the op itself.
-  while (!row.open.empty() && row.open.back().kind == SpanKind::Activity) {
-    impl_->end_top_locked(row, {});
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr) return;
+  // Close what the op left open (its QUEUE, or activities after a failure), then the op itself.
+  while (impl_->top_is(*row, SpanKind::Activity) || impl_->top_is(*row, SpanKind::Queue)) {
+    impl_->end_top_locked(*row, {});
   }
-  if (!row.open.empty() && row.open.back().kind == SpanKind::Op) impl_->end_top_locked(row, args);
+  if (impl_->top_is(*row, SpanKind::Op)) impl_->end_top_locked(*row, args);
 }
 
 void Timeline::mark_cycle_start() {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  if (!impl_->recording_locked() || !impl_->mark_cycles) return;
-  impl_->push_locked({'i', 'g', 0, impl_->now_ns(), "CYCLE_START", {}}, false);
+  Impl& s = *impl_;
+  if (!s.recording_locked() || !s.mark_cycles) return;
+  if (!s.has_room_locked(1)) {
+    s.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  s.append_locked({'i', 'g', kRuntimeRow, s.now_ns(), "CYCLE_START", {}});
 }
 
 }  // namespace hvd

@@ -1,7 +1,11 @@
 // Records every operation as Chrome Trace Event JSON. The background thread calls the event
-// methods (cheap when disabled: one atomic load); a writer thread of its own drains a bounded
-// queue to the file, so recording never blocks the background thread for long. Owned by the
-// Runtime; start/stop may be called from any thread.
+// methods (cheap when disabled: one atomic load), as do the GPU finalizer thread and CUDA
+// stream callbacks; a writer thread of its own ("hvd-timeline") drains a bounded queue to the
+// file, so recording never blocks them for long. Owned by the Runtime; start/stop may be called
+// from any thread.
+//
+// Rows: row 1 is the runtime's own (CYCLE_START); each tensor gets the next free id, used as
+// both pid and tid (never 0, which Perfetto treats as the idle process / merges with tid 1).
 #pragma once
 
 #include <chrono>
@@ -17,11 +21,15 @@ namespace hvd {
 // Extra key/value pairs shown in an event's "args" (dtype, shape, bytes, fused_with, ...).
 using TimelineArgs = std::vector<std::pair<std::string, std::string>>;
 
-// Queue bound and flush period of the writer thread (tests shrink them).
+// Queue bound, flush period and row memory of the recorder (tests shrink them).
 struct TimelineOptions {
-  std::size_t queue_capacity = 1 << 16;  // events waiting for the writer; beyond it, dropped
+  // Events waiting for the writer, all kinds counted (metadata and E events included): a B or
+  // an instant is dropped when it would leave no room for the E events still owed.
+  std::size_t queue_capacity = 1 << 16;
   std::chrono::milliseconds flush_interval{100};
   bool wake_when_half_full = true;  // tests turn it off to make an overflow deterministic
+  // Tensor names whose row id is remembered once nothing is open on them (see timeline_rows.h).
+  std::size_t row_capacity = 1 << 14;
 };
 
 class Timeline {
@@ -48,13 +56,25 @@ class Timeline {
   void negotiate_start(const std::string& tensor, const char* op);
   void negotiate_rank_ready(const std::string& tensor, int rank);
   void negotiate_end(const std::string& tensor);
-  // Execution of one tensor: the <OP> span containing activities (QUEUE,
-  // MEMCPY_IN_FUSION_BUFFER, MPI_ALLREDUCE, ...). `args` appear on the op's begin event.
+  // Execution of one tensor: the <OP> span containing QUEUE and then activities
+  // (MEMCPY_IN_FUSION_BUFFER, MPI_ALLREDUCE, ...). `args` of start_op appear on the op's begin
+  // event, those of end_op on its end event (Chrome and Perfetto show both as the op's args).
   void start_op(const std::string& tensor, const char* op, const TimelineArgs& args);
+  // QUEUE: the op waits behind earlier responses of its cycle. queue_end closes it when it is
+  // the open span and does nothing otherwise; activity_start closes an open QUEUE first.
+  void queue_start(const std::string& tensor);
+  void queue_end(const std::string& tensor);
   void activity_start(const std::string& tensor, const char* activity);
   void activity_end(const std::string& tensor);
+  // Ends the innermost activity and opens `next` at the same instant; nothing when no activity
+  // is open (for phase changes a GPU stream reaches later: timeline/timeline_cuda.h).
+  void switch_activity(const std::string& tensor, const char* next);
   void end_op(const std::string& tensor, const TimelineArgs& args);
   void mark_cycle_start();
+
+  // Tensor rows currently remembered (bounded by TimelineOptions::row_capacity plus the rows
+  // with spans open); for tests and diagnostics.
+  std::size_t remembered_rows() const;
 
  private:
   void stop_locked_by_caller();  // stop(); the caller holds the control lock

@@ -53,14 +53,14 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
   std::vector<TimelineEvent> header(3);
   header[0] = {'M',
                0,
-               0,
+               kRuntimeRow,
                0,
                "hvd_timeline",
                {{"rank", std::to_string(rank)},
                 {"start_wall_us", std::to_string(start_wall_us)},
                 {"format", "horovodcpp-timeline-1"}}};
-  header[1] = {'M', 0, 0, 0, "process_name", {{"name", "rank " + std::to_string(rank)}}};
-  header[2] = {'M', 0, 0, 0, "process_sort_index", {{"sort_index", "0"}}};
+  header[1] = {'M', 0, kRuntimeRow, 0, "process_name", {{"name", "rank " + std::to_string(rank)}}};
+  header[2] = {'M', 0, kRuntimeRow, 0, "process_sort_index", {{"sort_index", "0"}}};
   buffer_ = "[\n";
   content_end_ = 0;
   if (!write(header)) {
@@ -86,7 +86,8 @@ void TimelineWriter::format(const TimelineEvent& event, std::string& out) {
     out += ",\"ts\":";
     append_ts(out, event.ts_ns);
   }
-  out += ",\"pid\":" + std::to_string(event.pid) + ",\"tid\":0";
+  const std::string row = std::to_string(event.pid);
+  out += ",\"pid\":" + row + ",\"tid\":" + row;
   if (event.scope != 0) {
     out += ",\"s\":\"";
     out.push_back(event.scope);

@@ -13,11 +13,16 @@
 
 namespace hvd::detail {
 
+// The runtime's own row (header metadata, CYCLE_START, dropped-event counts); tensor rows are
+// numbered after it. Never 0: Perfetto treats pid 0 as the idle process.
+constexpr int kRuntimeRow = 1;
+
 // One recorded event, as the background thread hands it over (formatted later, off its path).
+// It is written with pid and tid both set to its row.
 struct TimelineEvent {
   char phase = 'B';        // 'B', 'E', 'i' (instant) or 'M' (metadata)
   char scope = 0;          // instants: 'g' (global) or 't' (thread); 0 for others
-  int pid = 0;             // the tensor's row (0: the runtime's own row)
+  int pid = kRuntimeRow;   // the tensor's row
   std::int64_t ts_ns = 0;  // since recording started
   std::string name;
   TimelineArgs args;  // values that are plain integers are written as JSON numbers

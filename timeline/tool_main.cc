@@ -1,7 +1,8 @@
 // hvd-timeline: checks, summarises and merges horovodcpp timelines (Chrome Trace Event JSON).
 //   hvd-timeline check FILE            exit 1 with the first bad event
-//   hvd-timeline summary FILE
+//   hvd-timeline summary [--top N] FILE
 //   hvd-timeline merge FILE... -o OUT  one trace, a row group per rank
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -20,10 +21,10 @@ constexpr int kUsageError = 2;
 int usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "hvd-timeline: " << problem << "\n";
   std::cerr << "usage: hvd-timeline check FILE\n"
-               "       hvd-timeline summary FILE\n"
+               "       hvd-timeline summary [--top N] FILE   (N tensors per table; default 10)\n"
                "       hvd-timeline merge FILE... -o OUT\n"
                "Files cut short by a crash (no closing ']', or a partial last event) are read up\n"
-               "to the cut.\n";
+               "to the cut; anything else that is not strict JSON is an error.\n";
   return kUsageError;
 }
 
@@ -41,9 +42,28 @@ int run_check(const std::string& path) {
   return 0;
 }
 
-int run_summary(const std::string& path) {
+int run_summary(const std::vector<std::string>& args) {
+  SummaryOptions options;
+  std::string path;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--top") {
+      if (i + 1 >= args.size()) return usage("summary: --top needs a number");
+      const std::string& value = args[++i];
+      char* end = nullptr;
+      const long top = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || top < 1) {
+        return usage("summary: --top needs a whole number of at least 1, not '" + value + "'");
+      }
+      options.top = static_cast<std::size_t>(top);
+    } else if (path.empty()) {
+      path = args[i];
+    } else {
+      return usage("summary takes exactly one FILE");
+    }
+  }
+  if (path.empty()) return usage("summary takes exactly one FILE");
   const TraceFile trace = read_trace_file(path);
-  print_summary(trace, summarize_trace(trace), std::cout);
+  print_summary(trace, summarize_trace(trace), std::cout, options);
   return 0;
 }
 
@@ -81,10 +101,11 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage("");
   const std::string& command = args[0];
   try {
-    if (command == "check" || command == "summary") {
+    if (command == "check") {
       if (args.size() != 2) return usage(command + " takes exactly one FILE");
-      return command == "check" ? run_check(args[1]) : run_summary(args[1]);
+      return run_check(args[1]);
     }
+    if (command == "summary") return run_summary({args.begin() + 1, args.end()});
     if (command == "merge") return run_merge({args.begin() + 1, args.end()});
   } catch (const TraceError& e) {
     std::cerr << "hvd-timeline: " << e.what() << "\n";

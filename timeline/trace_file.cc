@@ -26,9 +26,17 @@ void read_metadata(TraceFile& trace) {
   }
 }
 
-// Reads the elements of the top-level array one at a time so a cut-short tail loses only itself.
+[[noreturn]] void malformed(const TraceFile& trace, const std::string& what) {
+  throw TraceError(trace.path + ": event " + std::to_string(trace.events.size()) +
+                   ": malformed JSON: " + what);
+}
+
+// Reads the elements of the top-level array one at a time so that a tail cut short by a crash
+// (the text simply stops) loses only itself. Anything else wrong is malformed: an error naming
+// the event and the byte.
 void read_array(JsonParser& parser, TraceFile& trace) {
   parser.advance();  // '['
+  bool after_comma = false;
   for (;;) {
     parser.skip_space();
     if (parser.at_end()) {
@@ -36,30 +44,36 @@ void read_array(JsonParser& parser, TraceFile& trace) {
       trace.note = "the closing ']' is missing (the writer was stopped between writes)";
       return;
     }
-    if (parser.peek() == ']') {  // also after a trailing comma, which Chrome accepts
+    if (parser.peek() == ']') {
+      if (after_comma) {
+        malformed(trace, "a ',' before the closing ']' at byte " +
+                             std::to_string(parser.position()) + " (JSON allows no trailing comma)");
+      }
       parser.advance();
       parser.skip_space();
-      if (!parser.at_end()) parser.fail("trailing characters after the closing ']'");
+      if (!parser.at_end()) {
+        throw TraceError(trace.path + ": malformed JSON: trailing characters after the closing ']'"
+                         " at byte " + std::to_string(parser.position()));
+      }
       return;
     }
     const std::size_t start = parser.position();
     try {
       trace.events.push_back(parser.parse_value());
     } catch (const JsonError& e) {
-      if (!e.at_end()) {
-        throw TraceError(trace.path + ": event " + std::to_string(trace.events.size()) +
-                         ": malformed JSON: " + e.what());
-      }
+      if (!e.at_end()) malformed(trace, e.what());
       trace.complete = false;
       trace.note = "the file ends inside event " + std::to_string(trace.events.size()) +
                    " (cut short at byte " + std::to_string(start) + "); it was skipped";
       return;
     }
     parser.skip_space();
-    if (parser.peek() == ',') {
+    after_comma = parser.peek() == ',';
+    if (after_comma) {
       parser.advance();
     } else if (!parser.at_end() && parser.peek() != ']') {
-      parser.fail("expected ',' or ']' after event " + std::to_string(trace.events.size() - 1));
+      malformed(trace, "expected ',' or ']' after event " + std::to_string(trace.events.size() - 1) +
+                           " at byte " + std::to_string(parser.position()));
     }
   }
 }

@@ -23,14 +23,28 @@ JsonValue meta(const std::string& name, int pid, double tid, const char* key, Js
   return event;
 }
 
-// A trace's own rows: pid (as text) -> process_name, i.e. the tensor name.
+// The pid of a rank file's own row: that of its "hvd_timeline" header (older files: 0).
+std::string runtime_pid(const TraceFile& trace) {
+  for (const auto& event : trace.events) {
+    if (string_field(event, "ph") == "M" && string_field(event, "name") == "hvd_timeline" &&
+        event.find("pid") != nullptr) {
+      return event.find("pid")->dump();
+    }
+  }
+  return "0";
+}
+
+// A trace's tensor rows: pid (as text) -> process_name, i.e. the tensor name. A name may own
+// several pids (the recorder forgot the row and gave it a new one); they merge into one row.
 std::map<std::string, std::string> tensor_names(const TraceFile& trace) {
+  const std::string own = runtime_pid(trace);
   std::map<std::string, std::string> names;
   for (const auto& event : trace.events) {
     if (string_field(event, "ph") != "M" || string_field(event, "name") != "process_name") continue;
     const JsonValue* args = event.find("args");
-    if (args != nullptr && args->find("name") != nullptr && event.find("pid") != nullptr) {
-      names[event.find("pid")->dump()] = args->find("name")->as_string();
+    const JsonValue* pid = event.find("pid");
+    if (args != nullptr && args->find("name") != nullptr && pid != nullptr && pid->dump() != own) {
+      names[pid->dump()] = args->find("name")->as_string();
     }
   }
   return names;
@@ -59,7 +73,8 @@ std::optional<std::int64_t> base_wall_us(const std::vector<TraceFile>& traces) {
   return base;
 }
 
-// Row numbers by tensor, in order of first appearance over the inputs (row 0: the runtime's).
+// Row numbers (tids) by tensor, in order of first appearance over the inputs, after the
+// runtime's own row.
 std::map<std::string, int> tensor_rows(
     const std::vector<TraceFile>& traces,
     const std::vector<std::map<std::string, std::string>>& names) {
@@ -67,10 +82,10 @@ std::map<std::string, int> tensor_rows(
   for (std::size_t i = 0; i < traces.size(); ++i) {
     for (const auto& event : traces[i].events) {
       const JsonValue* pid = event.find("pid");
-      if (pid == nullptr || pid->dump() == "0") continue;
+      if (pid == nullptr) continue;
       auto name = names[i].find(pid->dump());
       if (name != names[i].end() && !rows.count(name->second)) {
-        const int row = static_cast<int>(rows.size()) + 1;
+        const int row = kMergedRuntimeTid + 1 + static_cast<int>(rows.size());
         rows[name->second] = row;
       }
     }
@@ -80,17 +95,20 @@ std::map<std::string, int> tensor_rows(
 
 void append_group_metadata(int rank, const TraceFile& trace, const std::map<std::string, int>& rows,
                            std::vector<JsonValue>& out) {
+  const int pid = merged_pid(rank);
+  const int own = kMergedRuntimeTid;
   out.push_back(
-      meta("process_name", rank, 0, "name", JsonValue::string("rank " + std::to_string(rank))));
-  out.push_back(meta("process_sort_index", rank, 0, "sort_index", JsonValue::number(rank)));
-  out.push_back(meta("thread_name", rank, 0, "name", JsonValue::string("runtime")));
-  out.push_back(meta("hvd_rank_group", rank, 0, "rank", JsonValue::number(rank)));
+      meta("process_name", pid, own, "name", JsonValue::string("rank " + std::to_string(rank))));
+  out.push_back(meta("process_sort_index", pid, own, "sort_index", JsonValue::number(rank)));
+  out.push_back(meta("thread_name", pid, own, "name", JsonValue::string("runtime")));
+  out.push_back(meta("thread_sort_index", pid, own, "sort_index", JsonValue::number(own)));
+  out.push_back(meta("hvd_rank_group", pid, own, "rank", JsonValue::number(rank)));
   for (const auto& [name, row] : rows) {
-    out.push_back(meta("thread_name", rank, row, "name", JsonValue::string(name)));
-    out.push_back(meta("thread_sort_index", rank, row, "sort_index", JsonValue::number(row)));
+    out.push_back(meta("thread_name", pid, row, "name", JsonValue::string(name)));
+    out.push_back(meta("thread_sort_index", pid, row, "sort_index", JsonValue::number(row)));
   }
   if (trace.dropped_events) {
-    out.push_back(meta("hvd_dropped_events", rank, 0, "count",
+    out.push_back(meta("hvd_dropped_events", pid, own, "count",
                        JsonValue::number(static_cast<double>(*trace.dropped_events))));
   }
 }
@@ -113,11 +131,10 @@ std::vector<JsonValue> merge_traces(const std::vector<TraceFile>& traces) {
     for (const auto& event : traces[i].events) {
       if (string_field(event, "ph") == "M") continue;  // regenerated above
       const JsonValue* pid = event.find("pid");
-      const std::string pid_text = pid != nullptr ? pid->dump() : "0";
-      auto name = names[i].find(pid_text);
-      const int row = (pid_text == "0" || name == names[i].end()) ? 0 : rows[name->second];
+      auto name = pid != nullptr ? names[i].find(pid->dump()) : names[i].end();
+      const int row = name == names[i].end() ? kMergedRuntimeTid : rows[name->second];
       JsonValue copy = event;
-      copy.set("pid", JsonValue::number(ranks[i]));
+      copy.set("pid", JsonValue::number(merged_pid(ranks[i])));
       copy.set("tid", JsonValue::number(row));
       if (auto ts = number_field(event, "ts")) copy.set("ts", JsonValue::number(*ts + shift));
       if (string_field(event, "s") == "g") copy.set("s", JsonValue::string("p"));  // per rank

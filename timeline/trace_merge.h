@@ -1,7 +1,10 @@
 // Merges per-rank traces (HOROVOD_TIMELINE_ALL_RANKS=1 writes PATH.rankN) into one trace with a
-// row group (process) per rank and, inside it, a row (thread) per tensor. A tensor keeps the same
-// row number in every group so a straggler stands out, and each rank's clock is shifted by its
-// recorded wall-clock start so the groups line up. Tool-side only.
+// row group (process, pid rank + 1) per rank and, inside it, a row (thread) per tensor. Each
+// group's runtime row is tid 1; tensors follow from tid 2 and keep the same tid in every group so
+// a straggler stands out. No pid or tid is 0: Perfetto treats pid 0 as the idle process and has
+// merged tids 0 and 1. Each rank's clock is shifted by its recorded wall-clock start so the
+// groups line up on one clock. An "hvd_rank_group" metadata event names each group's rank.
+// Tool-side only.
 #pragma once
 
 #include <string>
@@ -10,6 +13,9 @@
 #include "timeline/trace_file.h"
 
 namespace hvd::timeline {
+
+constexpr int kMergedRuntimeTid = 1;
+inline int merged_pid(int rank) { return rank + 1; }
 
 // Ranks come from each file's "hvd_timeline" metadata (else the file's position). Throws
 // TraceError when two files claim the same rank.

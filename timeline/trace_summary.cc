@@ -8,7 +8,6 @@
 namespace hvd::timeline {
 namespace {
 
-constexpr std::size_t kTopRows = 10;
 constexpr std::size_t kMaxErrorMessages = 5;
 const std::string kNegotiatePrefix = "NEGOTIATE_";
 
@@ -21,7 +20,6 @@ struct OpenSpan {
 struct RowState {
   std::string label;
   std::vector<OpenSpan> open;
-  std::vector<std::pair<double, int>> ready;  // (ts, rank) since the last negotiation ended
 };
 
 bool starts_with(const std::string& text, const std::string& prefix) {
@@ -66,7 +64,6 @@ class Summarizer {
  private:
   RowState& row(const JsonValue& event);
   void close_span(RowState& row, const OpenSpan& span, const JsonValue& end);
-  void close_negotiation(RowState& row);
   void count_op(const RowState& row, const OpenSpan& span, const JsonValue& end);
 
   std::map<std::string, std::string> labels_;
@@ -103,12 +100,7 @@ void Summarizer::add(const JsonValue& event) {
   } else if (phase == "X") {
     summary_.spans[string_field(event, "name")].add(number_field(event, "dur").value_or(0));
   } else if (phase == "i" || phase == "I") {
-    const std::string name = string_field(event, "name");
-    if (name == "CYCLE_START") {
-      ++summary_.cycles;
-    } else if (auto rank = numeric_arg(event, "rank")) {
-      state.ready.emplace_back(*ts, static_cast<int>(*rank));
-    }
+    if (string_field(event, "name") == "CYCLE_START") ++summary_.cycles;
   }
 }
 
@@ -119,51 +111,43 @@ void Summarizer::close_span(RowState& state, const OpenSpan& span, const JsonVal
   TensorStats& tensor = summary_.tensors[state.label];
   if (starts_with(span.name, kNegotiatePrefix)) {
     tensor.negotiation.add(us);
-    close_negotiation(state);
   } else {
     tensor.ops.add(us);
     count_op(state, span, end);
   }
 }
 
-void Summarizer::close_negotiation(RowState& state) {
-  if (state.ready.size() >= 2) {
-    // The last rank to report is the one the others waited for.
-    auto last = state.ready.front();
-    for (const auto& ready : state.ready) {
-      if (ready.first >= last.first) last = ready;
-    }
-    ++summary_.last_ready[last.second];
-    ++summary_.ranked_negotiations;
+// An op's argument: the E event's args win over the B event's, as in Chrome and Perfetto.
+const JsonValue* op_arg(const JsonValue& begin, const JsonValue& end, const char* key) {
+  for (const JsonValue* event : {&end, &begin}) {
+    const JsonValue* args = event->find("args");
+    const JsonValue* value = args != nullptr ? args->find(key) : nullptr;
+    if (value != nullptr) return value;
   }
-  state.ready.clear();
+  return nullptr;
 }
 
 void Summarizer::count_op(const RowState& state, const OpenSpan& span, const JsonValue& end) {
   const JsonValue& begin = *span.begin;
-  const double bytes = numeric_arg(begin, "bytes").value_or(0);
+  const double bytes = numeric_arg(end, "bytes").value_or(numeric_arg(begin, "bytes").value_or(0));
   summary_.bytes += bytes;
-  const JsonValue* args = begin.find("args");
-  const JsonValue* fused = args != nullptr ? args->find("fused_with") : nullptr;
+  const JsonValue* fused = op_arg(begin, end, "fused_with");
   if (fused != nullptr) {
     ++summary_.fused_ops;
     summary_.fused_bytes += bytes;
     const std::string pid = begin.find("pid") ? begin.find("pid")->dump() : "";
-    const std::string tid = begin.find("tid") ? begin.find("tid")->dump() : "";
     // fused_with need not be unique per response (the same tensors fuse alike every step): a
-    // response ends when one of its rows shows up again with the same fused_with.
-    std::set<std::string>& rows =
+    // response ends when one of its tensors shows up again with the same fused_with.
+    std::set<std::string>& tensors =
         fused_open_[(rank_groups_.count(pid) ? pid : "") + "|" + fused->dump()];
-    if (!rows.insert(pid + "/" + tid).second) {
+    if (!tensors.insert(state.label).second) {
       ++summary_.fused_responses;
-      rows = {pid + "/" + tid};
+      tensors = {state.label};
     }
   } else if (span.name != "ERROR") {
     ++summary_.unfused_ops;
   }
-  const JsonValue* end_args = end.find("args");
-  const JsonValue* error = end_args != nullptr ? end_args->find("error") : nullptr;
-  if (error == nullptr && args != nullptr) error = args->find("error");
+  const JsonValue* error = op_arg(begin, end, "error");
   if (error != nullptr || span.name == "ERROR") {
     ++summary_.errors;
     ++summary_.tensors[state.label].errors;
@@ -202,17 +186,26 @@ void print_header(std::ostream& out, const char* title) {
   out << buf;
 }
 
-// The rows with the largest value of `key`, largest first.
-template <class Key>
-std::vector<std::pair<std::string, TensorStats>> top_rows(const TraceSummary& s, Key key) {
-  std::vector<std::pair<std::string, TensorStats>> rows(s.tensors.begin(), s.tensors.end());
+// Prints the `top` tensors with the largest `key` among those `has` selects, largest first,
+// and how many more there were.
+template <class Has, class Key, class Stats>
+void print_top(const TraceSummary& s, std::size_t top, std::ostream& out, Has has, Key key,
+               Stats stats) {
+  std::vector<std::pair<std::string, TensorStats>> rows;
+  for (const auto& entry : s.tensors) {
+    if (has(entry.second)) rows.push_back(entry);
+  }
   std::stable_sort(rows.begin(), rows.end(),
                    [&](const auto& a, const auto& b) { return key(a.second) > key(b.second); });
-  if (rows.size() > kTopRows) rows.resize(kTopRows);
-  return rows;
+  for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
+    print_row(out, rows[i].first, stats(rows[i].second));
+  }
+  if (rows.size() > top) {
+    out << "  ... " << rows.size() - top << " more tensor(s) not shown (--top N shows more)\n";
+  }
 }
 
-void print_fusion_and_ranks(const TraceSummary& s, std::ostream& out) {
+void print_fusion(const TraceSummary& s, std::ostream& out) {
   out << "\nFusion: " << s.fused_ops << " tensor op(s) rode in " << s.fused_responses
       << " fused response(s)";
   if (s.fused_responses > 0) {
@@ -220,17 +213,40 @@ void print_fusion_and_ranks(const TraceSummary& s, std::ostream& out) {
         << s.fused_bytes / s.fused_responses << " bytes per response)";
   }
   out << "; " << s.unfused_ops << " op(s) ran unfused; " << s.bytes << " bytes in all\n";
-  out << "\nLast rank ready (over " << s.ranked_negotiations
-      << " negotiations with 2+ ranks reporting):";
-  if (s.last_ready.empty()) out << " none recorded (rank 0's file records every rank)";
-  out << "\n";
+}
+
+std::string percent(std::size_t part, std::size_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+void print_last_ready(const LastReadyStats& r, std::ostream& out) {
+  out << "\nLast rank ready";
+  if (!r.merged) {
+    out << ": not computed for a single-rank file. It needs every rank's own ready time:\n"
+           "  record with HOROVOD_TIMELINE_ALL_RANKS=1, then summarise the output of\n"
+           "  hvd-timeline merge PATH.rank0 PATH.rank1 ... -o merged.json\n";
+    return;
+  }
+  out << " (each rank's own ready time, over " << r.negotiations << " negotiation(s) seen by 2+ "
+      << "ranks; " << r.ties << " tie(s), counted for nobody):\n";
+  if (r.by_cycle < r.negotiations) {
+    out << "  " << r.negotiations - r.by_cycle << " of them compared by timestamp (no CYCLE_START"
+        << " marks): a rank whose cycles start a little later looks last; record with\n"
+        << "  HOROVOD_TIMELINE_MARK_CYCLES=1 to count ranks ready in the same cycle as a tie\n";
+  }
   int worst = -1;
   std::size_t worst_count = 0;
-  for (const auto& [rank, count] : s.last_ready) {
-    out << "  rank " << rank << ": last in " << count << "\n";
+  for (const auto& [rank, count] : r.last) {
+    out << "  rank " << rank << ": last in " << count << " (" << percent(count, r.negotiations)
+        << ")\n";
     if (count > worst_count) worst = rank, worst_count = count;
   }
-  if (worst >= 0) out << "  most often last: rank " << worst << "\n";
+  if (worst >= 0) {
+    out << "  most often last: rank " << worst << " (" << percent(worst_count, r.negotiations)
+        << " of negotiations)\n";
+  }
 }
 
 }  // namespace
@@ -244,10 +260,13 @@ void SpanStats::add(double us) {
 TraceSummary summarize_trace(const TraceFile& trace) {
   Summarizer summarizer(trace);
   for (const auto& event : trace.events) summarizer.add(event);
-  return summarizer.finish();
+  TraceSummary summary = summarizer.finish();
+  summary.last_ready = last_ready_stats(trace);
+  return summary;
 }
 
-void print_summary(const TraceFile& trace, const TraceSummary& s, std::ostream& out) {
+void print_summary(const TraceFile& trace, const TraceSummary& s, std::ostream& out,
+                   const SummaryOptions& options) {
   out << "Trace " << trace.path;
   if (trace.rank) out << " (rank " << *trace.rank << ")";
   out << ": " << trace.events.size() << " events, " << s.tensors.size() << " tensor row(s), "
@@ -258,15 +277,16 @@ void print_summary(const TraceFile& trace, const TraceSummary& s, std::ostream& 
   print_header(out, "Time per phase and op:");
   for (const auto& [name, stats] : s.spans) print_row(out, name, stats);
   print_header(out, "Negotiation wait per tensor (longest total first):");
-  for (const auto& [name, t] :
-       top_rows(s, [](const TensorStats& t) { return t.negotiation.total_us; })) {
-    if (t.negotiation.count > 0) print_row(out, name, t.negotiation);
-  }
+  print_top(
+      s, options.top, out, [](const TensorStats& t) { return t.negotiation.count > 0; },
+      [](const TensorStats& t) { return t.negotiation.total_us; },
+      [](const TensorStats& t) { return t.negotiation; });
   print_header(out, "Slowest tensors (longest single op first):");
-  for (const auto& [name, t] : top_rows(s, [](const TensorStats& t) { return t.ops.max_us; })) {
-    if (t.ops.count > 0) print_row(out, name, t.ops);
-  }
-  print_fusion_and_ranks(s, out);
+  print_top(
+      s, options.top, out, [](const TensorStats& t) { return t.ops.count > 0; },
+      [](const TensorStats& t) { return t.ops.max_us; }, [](const TensorStats& t) { return t.ops; });
+  print_fusion(s, out);
+  print_last_ready(s.last_ready, out);
   out << "\nErrors: " << s.errors << "\n";
   for (const auto& message : s.error_messages) out << "  " << message << "\n";
 }

@@ -1,6 +1,7 @@
 // Aggregates a trace into what a user asks first: where the time goes per phase and op, how long
 // each tensor waited in negotiation, how much was fused, the slowest tensors, and which rank was
-// last to report ready most often (the straggler). Tool-side only.
+// last to report ready most often (the straggler; merged all-ranks traces only, see
+// trace_last_ready.h). Tool-side only.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "timeline/trace_file.h"
+#include "timeline/trace_last_ready.h"
 
 namespace hvd::timeline {
 
@@ -34,15 +36,20 @@ struct TraceSummary {
   std::size_t unfused_ops = 0;
   double bytes = 0;  // sum of args.bytes over ops
   double fused_bytes = 0;
-  std::map<int, std::size_t> last_ready;  // rank -> negotiations in which it reported last
-  std::size_t ranked_negotiations = 0;    // negotiations with 2+ ranks reporting
+  LastReadyStats last_ready;
   std::size_t cycles = 0;
   std::size_t errors = 0;
   std::vector<std::string> error_messages;  // the first few
   std::size_t open_spans = 0;
 };
 
+// How much print_summary shows.
+struct SummaryOptions {
+  std::size_t top = 10;  // rows in the per-tensor tables (the rest are counted, not shown)
+};
+
 TraceSummary summarize_trace(const TraceFile& trace);
-void print_summary(const TraceFile& trace, const TraceSummary& summary, std::ostream& out);
+void print_summary(const TraceFile& trace, const TraceSummary& summary, std::ostream& out,
+                   const SummaryOptions& options = {});
 
 }  // namespace hvd::timeline

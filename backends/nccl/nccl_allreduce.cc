@@ -4,6 +4,7 @@
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
 #include "timeline/timeline.h"
+#include "timeline/timeline_cuda.h"
 
 namespace hvd::detail {
 
@@ -106,6 +107,7 @@ class NcclAllreduce final : public NcclOp {
     if (plan.postscale != 1.0) {
       check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
     }
+    switch_activity_on_stream(timeline, entries, "MEMCPY_OUT_FUSION_BUFFER", stream);
     copy_out_of_fusion(entries, layout, buffer, dtype, stream);
   }
 };

@@ -11,6 +11,7 @@
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
 #include "timeline/timeline.h"
+#include "timeline/timeline_cuda.h"
 
 namespace hvd::detail {
 namespace {
@@ -50,7 +51,10 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     const std::int64_t chunk = (layout.total + local_size - 1) / local_size;
     const std::int64_t padded = chunk * local_size;
     auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(padded * esize));
+    Timeline& timeline = nccl_.op_context().timeline;
+    for (const auto& e : entries) timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
     copy_into_fusion(entries, layout, buffer, dtype, stream);
+    for (const auto& e : entries) timeline.activity_end(e.name);
     if (padded > layout.total) {
       check_cuda(cudaMemsetAsync(buffer + layout.total * esize, 0, (padded - layout.total) * esize,
                                  stream), "zeroing the fusion buffer padding");
@@ -58,7 +62,7 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     if (plan.prescale != 1.0) {
       check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream), "prescale");
     }
-    nccl_.start_activity(entries, "NCCL_ALLREDUCE");
+    nccl_.start_activity(entries, "NCCL_HIERARCHICAL_ALLREDUCE");
     unsigned char* slice = buffer + world.local_rank() * chunk * esize;
     check_nccl(ncclReduceScatter(buffer, slice, chunk, type, plan.op, local, stream),
                "ncclReduceScatter (hierarchical)", local);
@@ -77,6 +81,7 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     if (plan.postscale != 1.0) {
       check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
     }
+    switch_activity_on_stream(timeline, entries, "MEMCPY_OUT_FUSION_BUFFER", stream);
     copy_out_of_fusion(entries, layout, buffer, dtype, stream);
     return nccl_.finish_async(entries, name_);
   }

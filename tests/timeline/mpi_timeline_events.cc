@@ -1,11 +1,14 @@
 // Through the real runtime (HOROVOD_TIMELINE set by ctest, so rank 0 records): allreduce unfused
-// and fused, allgather, broadcast and a mismatched allreduce (an error response). Every rank
-// checks its results against the closed form; rank 0 then stops the recording and checks each
-// tensor's event sequence in the file with the tool's parser, and `check` on the whole file.
+// and fused, allgather, broadcast, a mismatched allreduce (an error response) and two responses
+// in one cycle. Every rank checks its results against the closed form; rank 0 then stops the
+// recording and checks `check` on the whole file and each tensor's event sequence, QUEUE
+// included, with the tool's parser.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "mpi_test_main.h"
@@ -71,6 +74,45 @@ const char* timeline_path() {
   return path;
 }
 
+// Rank 0's file, read once the recording stopped (by the test case that stops it).
+std::optional<TraceFile>& recorded() {
+  static std::optional<TraceFile> trace;
+  return trace;
+}
+const TraceFile& trace_or_fail() {
+  REQUIRE(recorded().has_value());
+  return *recorded();
+}
+
+std::vector<std::string> rows_starting_with(const TraceFile& trace, const std::string& prefix) {
+  std::vector<std::string> rows;
+  for (const auto& e : trace.events) {
+    if (string_field(e, "name") == "process_name" && arg_text(e, "name").rfind(prefix, 0) == 0) {
+      rows.push_back(arg_text(e, "name"));
+    }
+  }
+  return rows;
+}
+
+// Each span's (begin, end) timestamps on a row (the last of each name).
+using SpanTimes = std::map<std::string, std::pair<double, double>>;
+SpanTimes span_times(const TraceFile& trace, int pid) {
+  SpanTimes out;
+  std::vector<std::pair<std::string, double>> open;
+  for (const auto& e : trace.events) {
+    const std::string ph = string_field(e, "ph");
+    if (e.find("pid")->as_number() != pid || (ph != "B" && ph != "E")) continue;
+    const double ts = e.find("ts")->as_number();
+    if (ph == "B") {
+      open.emplace_back(string_field(e, "name"), ts);
+    } else if (!open.empty()) {
+      out[open.back().first] = {open.back().second, ts};
+      open.pop_back();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("collectives produce correct results while rank 0 records") {
@@ -114,7 +156,18 @@ TEST_CASE("a mismatched allreduce fails on every rank") {
                     Catch::Contains("Mismatched shapes") && Catch::Contains("tl.mismatch"));
 }
 
-TEST_CASE("rank 0's timeline holds each tensor's negotiation and op") {
+TEST_CASE("two responses of one cycle: the second waits in QUEUE while the first runs") {
+  // One group, two dtypes: released together, fused into two responses of the same cycle.
+  auto f = filled(kN, static_cast<float>(hvd::rank() + 1));
+  auto i = hvd::HostTensor::allocate(hvd::DataType::Int32, {kN});
+  std::fill_n(i->data_as<std::int32_t>(), kN, hvd::rank() + 1);
+  hvd::grouped_allreduce_async({f, i}, {f, i}, {hvd::ReduceOp::Sum, "tl.cycle"}).wait();
+  const int n = hvd::size();
+  CHECK(f->data_as<float>()[3] == expected_sum(3));
+  CHECK(i->data_as<std::int32_t>()[kN - 1] == n * (n + 1) / 2);
+}
+
+TEST_CASE("rank 0's timeline is complete and passes check") {
   hvd::barrier();
   hvd::stop_timeline();  // rank 0: closes and completes the file; others record nothing
   hvd::barrier();
@@ -124,76 +177,100 @@ TEST_CASE("rank 0's timeline holds each tensor's negotiation and op") {
     CHECK(::access((path + ".rank" + std::to_string(hvd::rank())).c_str(), F_OK) != 0);
     return;
   }
-  const TraceFile trace = read_trace_file(path);
-  const CheckResult check = check_trace(trace);
+  recorded() = read_trace_file(path);
+  const CheckResult check = check_trace(*recorded());
   INFO(check.message);
   REQUIRE(check.ok);
   CHECK(check.warnings.empty());
-  CHECK(trace.complete);
-  CHECK(trace.rank == 0);
-  CHECK(trace.dropped_events == 0u);
+  CHECK(recorded()->complete);
+  CHECK(recorded()->rank == 0);
+  CHECK(recorded()->dropped_events == 0u);
+}
 
+TEST_CASE("unfused allreduce: negotiation, then the op with QUEUE and the collective") {
+  if (hvd::rank() != 0) return;
+  const TraceFile& trace = trace_or_fail();
   const Seq unfused = tensor_sequence(trace, "tl.unfused");
   CHECK(spans_only(unfused) == Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE",
-                                   "B ALLREDUCE", "B MPI_ALLREDUCE", "E MPI_ALLREDUCE",
-                                   "E ALLREDUCE"});
+                                   "B ALLREDUCE", "B QUEUE", "E QUEUE", "B MPI_ALLREDUCE",
+                                   "E MPI_ALLREDUCE", "E ALLREDUCE"});
   CHECK(ready_ranks(unfused) == all_ranks());  // the coordinator hears from every rank once
   CHECK(instants_inside_negotiation(unfused));
-  const JsonValue* op = find_begin(trace, row_pid(trace, "tl.unfused"), "ALLREDUCE");
-  REQUIRE(op != nullptr);
-  CHECK(arg_text(*op, "dtype") == "float32");
-  CHECK(arg_text(*op, "shape") == "[64]");
-  CHECK(arg_text(*op, "bytes") == std::to_string(kN * 4));
-  CHECK(arg_text(*op, "fused_with") == "<absent>");
+  const int pid = row_pid(trace, "tl.unfused");
+  CHECK(span_arg(trace, pid, "ALLREDUCE", "dtype") == "float32");
+  CHECK(span_arg(trace, pid, "ALLREDUCE", "shape") == "[64]");
+  CHECK(span_arg(trace, pid, "ALLREDUCE", "bytes") == std::to_string(kN * 4));
+  CHECK(span_arg(trace, pid, "ALLREDUCE", "fused_with") == "<absent>");
+}
 
-  // A grouped allreduce names its members; find them by their rows' names.
-  std::vector<std::string> fused_rows;
-  for (const auto& e : trace.events) {
-    if (string_field(e, "name") == "process_name" &&
-        arg_text(e, "name").rfind("tl.fused", 0) == 0) {
-      fused_rows.push_back(arg_text(e, "name"));
-    }
-  }
+TEST_CASE("fused allreduce: every member's row, with the fused response it rode in") {
+  if (hvd::rank() != 0) return;
+  const TraceFile& trace = trace_or_fail();
+  const std::vector<std::string> fused_rows = rows_starting_with(trace, "tl.fused");
   REQUIRE(fused_rows.size() == 3);
   for (const auto& name : fused_rows) {
     INFO(name);
     const Seq row = tensor_sequence(trace, name);
     CHECK(spans_only(row) ==
-          Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE",
-              "B MEMCPY_IN_FUSION_BUFFER", "E MEMCPY_IN_FUSION_BUFFER", "B MPI_ALLREDUCE",
-              "E MPI_ALLREDUCE", "B MEMCPY_OUT_FUSION_BUFFER", "E MEMCPY_OUT_FUSION_BUFFER",
-              "E ALLREDUCE"});
+          Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE", "B QUEUE",
+              "E QUEUE", "B MEMCPY_IN_FUSION_BUFFER", "E MEMCPY_IN_FUSION_BUFFER",
+              "B MPI_ALLREDUCE", "E MPI_ALLREDUCE", "B MEMCPY_OUT_FUSION_BUFFER",
+              "E MEMCPY_OUT_FUSION_BUFFER", "E ALLREDUCE"});
     CHECK(ready_ranks(row) == all_ranks());
     CHECK(instants_inside_negotiation(row));
-    const JsonValue* begin = find_begin(trace, row_pid(trace, name), "ALLREDUCE");
-    REQUIRE(begin != nullptr);
-    CHECK_THAT(arg_text(*begin, "fused_with"),
+    CHECK_THAT(span_arg(trace, row_pid(trace, name), "ALLREDUCE", "fused_with"),
                Catch::StartsWith("3 tensors, " + std::to_string(3 * kN * 4) + " bytes"));
   }
+}
 
+TEST_CASE("the cycle's second response shows its wait behind the first as QUEUE") {
+  if (hvd::rank() != 0) return;
+  const TraceFile& trace = trace_or_fail();
+  const std::vector<std::string> rows = rows_starting_with(trace, "tl.cycle");
+  REQUIRE(rows.size() == 2);
+  // Both ops opened when the response list was known; the later one's QUEUE ends only after
+  // the earlier one's collective ended.
+  const SpanTimes a = span_times(trace, row_pid(trace, rows[0]));
+  const SpanTimes b = span_times(trace, row_pid(trace, rows[1]));
+  const SpanTimes& first = a.at("QUEUE").second <= b.at("QUEUE").second ? a : b;
+  const SpanTimes& second = &first == &a ? b : a;
+  CHECK(second.at("ALLREDUCE").first <= first.at("MPI_ALLREDUCE").first);
+  CHECK(second.at("QUEUE").second >= first.at("MPI_ALLREDUCE").second);
+}
+
+TEST_CASE("allgather, broadcast and an error response") {
+  if (hvd::rank() != 0) return;
+  const TraceFile& trace = trace_or_fail();
   CHECK(spans_only(tensor_sequence(trace, "tl.gather")) ==
-        Seq{"B NEGOTIATE_ALLGATHER", "E NEGOTIATE_ALLGATHER", "B ALLGATHER", "B MPI_ALLGATHER",
-            "E MPI_ALLGATHER", "E ALLGATHER"});
+        Seq{"B NEGOTIATE_ALLGATHER", "E NEGOTIATE_ALLGATHER", "B ALLGATHER", "B QUEUE", "E QUEUE",
+            "B MPI_ALLGATHER", "E MPI_ALLGATHER", "E ALLGATHER"});
+  CHECK(span_arg(trace, row_pid(trace, "tl.gather"), "ALLGATHER", "shape") == "[1, 2]");  // rank 0's
   CHECK(spans_only(tensor_sequence(trace, "tl.bcast")) ==
-        Seq{"B NEGOTIATE_BROADCAST", "E NEGOTIATE_BROADCAST", "B BROADCAST", "B MPI_BCAST",
-            "E MPI_BCAST", "E BROADCAST"});
-
+        Seq{"B NEGOTIATE_BROADCAST", "E NEGOTIATE_BROADCAST", "B BROADCAST", "B QUEUE", "E QUEUE",
+            "B MPI_BCAST", "E MPI_BCAST", "E BROADCAST"});
   const Seq mismatch = tensor_sequence(trace, "tl.mismatch");
   CHECK(spans_only(mismatch) ==
         Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ERROR", "E ERROR"});
-  const JsonValue* error = find_begin(trace, row_pid(trace, "tl.mismatch"), "ERROR");
-  REQUIRE(error != nullptr);
-  CHECK_THAT(arg_text(*error, "error"), Catch::Contains("Mismatched shapes"));
+  CHECK_THAT(span_arg(trace, row_pid(trace, "tl.mismatch"), "ERROR", "error"),
+             Catch::Contains("Mismatched shapes"));
+}
 
-  const TraceSummary s = summarize_trace(trace);
+TEST_CASE("summary of rank 0's file") {
+  if (hvd::rank() != 0) return;
+  const TraceSummary s = summarize_trace(trace_or_fail());
   CHECK(s.errors == 1);
   CHECK(s.fused_responses == 1);
   CHECK(s.fused_ops == 3);
+  // Every op but the error waited in QUEUE: the allreduces (1 + 3 + 2 in tl.cycle), the
+  // allgather, the broadcast and the barrier before the recording stopped.
+  std::size_t ops = 0;
+  for (const char* op : {"ALLREDUCE", "ALLGATHER", "BROADCAST", "BARRIER"}) {
+    ops += s.spans.count(op) ? s.spans.at(op).count : 0;
+  }
+  CHECK(ops == 9);
+  CHECK(s.spans.at("QUEUE").count == ops);
   CHECK(s.cycles > 0);  // HOROVOD_TIMELINE_MARK_CYCLES=1
-  std::size_t last = 0;
-  for (const auto& entry : s.last_ready) last += entry.second;
-  CHECK(last == s.ranked_negotiations);
-  CHECK(s.ranked_negotiations >= 7);  // every slow-path negotiation above hears all ranks
+  CHECK_FALSE(s.last_ready.merged);  // one rank's file: "last ready" needs the merged trace
 }
 
 int main(int argc, char** argv) { return run_mpi_catch_session(argc, argv); }

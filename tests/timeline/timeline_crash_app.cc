@@ -1,22 +1,54 @@
 // Runs allreduces (cached, and fused groups) until killed, with the timeline on; writes its pid
-// to $HOROVOD_TIMELINE.pid.rank<r> so timeline_crash_test.sh can SIGKILL one rank mid-run.
+// to $HOROVOD_TIMELINE.pid.rank<r> so timeline_crash_test.sh can stop and SIGKILL one rank
+// mid-run. It handles SIGINT and SIGTERM (what mpirun sends its ranks on Ctrl-C) the way an
+// application that cares about its timeline would: a thread waiting for them calls
+// hvd::stop_timeline(), which closes every open span and completes the file, and exits.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "horovodcpp/horovod.h"
 
+namespace {
+
+// Blocked in every thread (the runtime's threads inherit the mask): only the waiter sees them.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+void stop_on_signal(int rank) {
+  const sigset_t set = stop_signals();
+  int signal = 0;
+  if (sigwait(&set, &signal) != 0) return;
+  hvd::stop_timeline();
+  std::fprintf(stderr, "timeline_crash_app: rank %d stopped its timeline on signal %d\n", rank,
+               signal);
+  std::fflush(stderr);
+  std::_Exit(128 + signal);
+}
+
+}  // namespace
+
 int main() {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   hvd::init();
   const char* path = std::getenv("HOROVOD_TIMELINE");
   if (path == nullptr) {
     std::fprintf(stderr, "timeline_crash_app: set HOROVOD_TIMELINE\n");
     return 2;
   }
+  std::thread(stop_on_signal, hvd::rank()).detach();
   std::ofstream(std::string(path) + ".pid.rank" + std::to_string(hvd::rank())) << ::getpid();
   auto grad = hvd::HostTensor::allocate(hvd::DataType::Float32, {1024});
   std::vector<hvd::TensorPtr> group;

@@ -2,6 +2,7 @@
 // flattened to strings ("B ALLREDUCE", "i 1", "E ALLREDUCE") so sequences compare directly.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "timeline/trace_file.h"
@@ -25,6 +27,24 @@ inline std::string file_text(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+// Runs a shell command; returns its exit status (-1 if it did not exit) and combined output.
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+#ifdef HVD_TIMELINE_TOOL
+// Runs the hvd-timeline binary with `args`.
+inline std::pair<int, std::string> run_tool(const std::string& args) {
+  return run_command(std::string(HVD_TIMELINE_TOOL) + " " + args);
+}
+#endif
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -83,6 +103,28 @@ inline std::string arg_text(const JsonValue& event, const char* key) {
   const JsonValue* value = args ? args->find(key) : nullptr;
   if (value == nullptr) return "<absent>";
   return value->is_string() ? value->as_string() : value->dump();
+}
+
+// An argument of the first span named `name` on a row, as a viewer shows it: the E event's
+// args merged over the B event's. "<absent>" when neither has it (or there is no such span).
+inline std::string span_arg(const TraceFile& trace, int pid, const std::string& name,
+                            const char* key) {
+  const JsonValue* begin = nullptr;
+  int depth = 0;
+  for (const auto& event : trace.events) {
+    const std::string ph = string_field(event, "ph");
+    if ((ph != "B" && ph != "E") || event.find("pid")->as_number() != pid) continue;
+    if (begin == nullptr) {
+      if (ph == "B" && string_field(event, "name") == name) begin = &event;
+      continue;
+    }
+    depth += ph == "B" ? 1 : -1;
+    if (depth < 0) {
+      const std::string at_end = arg_text(event, key);
+      return at_end != "<absent>" ? at_end : arg_text(*begin, key);
+    }
+  }
+  return begin != nullptr ? arg_text(*begin, key) : "<absent>";
 }
 
 }  // namespace hvd::timeline::test

@@ -1,109 +1,24 @@
+// JsonParser: strict recursive descent over one text.
 #include "timeline/json.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
+#include <unordered_set>
 
-#include "timeline/json_escape.h"
+#include "timeline/utf8.h"
 
 namespace hvd::timeline {
 namespace {
 constexpr int kMaxDepth = 256;  // deep enough for any trace, shallow enough for the stack
-}
+constexpr std::size_t kLinearKeyCheck = 16;  // members checked for duplicates by a plain scan
 
-JsonValue JsonValue::boolean(bool value) {
-  JsonValue v;
-  v.kind_ = Kind::Bool;
-  v.bool_ = value;
-  return v;
-}
-JsonValue JsonValue::number(double value) {
-  JsonValue v;
-  v.kind_ = Kind::Number;
-  v.number_ = value;
-  return v;
-}
-JsonValue JsonValue::string(std::string value) {
-  JsonValue v;
-  v.kind_ = Kind::String;
-  v.string_ = std::move(value);
-  return v;
-}
-JsonValue JsonValue::array() {
-  JsonValue v;
-  v.kind_ = Kind::Array;
-  return v;
-}
-JsonValue JsonValue::object() {
-  JsonValue v;
-  v.kind_ = Kind::Object;
-  return v;
-}
-
-const JsonValue* JsonValue::find(const std::string& key) const {
-  for (const auto& member : members_) {
-    if (member.first == key) return &member.second;
+bool has_member(const JsonValue::Members& members, const std::string& key) {
+  for (const auto& member : members) {
+    if (member.first == key) return true;
   }
-  return nullptr;
+  return false;
 }
-
-void JsonValue::set(const std::string& key, JsonValue value) {
-  for (auto& member : members_) {
-    if (member.first == key) {
-      member.second = std::move(value);
-      return;
-    }
-  }
-  members_.emplace_back(key, std::move(value));
-}
-
-std::string JsonValue::dump() const {
-  std::string out;
-  dump_to(out);
-  return out;
-}
-
-void JsonValue::dump_to(std::string& out) const {
-  switch (kind_) {
-    case Kind::Null:
-      out += "null";
-      break;
-    case Kind::Bool:
-      out += bool_ ? "true" : "false";
-      break;
-    case Kind::Number: {
-      char buf[40];
-      if (std::isfinite(number_) && number_ == std::floor(number_) && std::fabs(number_) < 1e15) {
-        std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(number_));
-      } else {
-        std::snprintf(buf, sizeof(buf), "%.15g", std::isfinite(number_) ? number_ : 0.0);
-      }
-      out += buf;
-      break;
-    }
-    case Kind::String:
-      detail::append_json_string(out, string_);
-      break;
-    case Kind::Array:
-      out.push_back('[');
-      for (std::size_t i = 0; i < items_.size(); ++i) {
-        if (i > 0) out.push_back(',');
-        items_[i].dump_to(out);
-      }
-      out.push_back(']');
-      break;
-    case Kind::Object:
-      out.push_back('{');
-      for (std::size_t i = 0; i < members_.size(); ++i) {
-        if (i > 0) out.push_back(',');
-        detail::append_json_string(out, members_[i].first);
-        out.push_back(':');
-        members_[i].second.dump_to(out);
-      }
-      out.push_back('}');
-      break;
-  }
-}
+}  // namespace
 
 void JsonParser::fail(const std::string& what) const {
   const bool end = at_end();
@@ -153,10 +68,23 @@ JsonValue JsonParser::parse_object(int depth) {
     advance();
     return object;
   }
+  std::unordered_set<std::string> keys;  // used once the object is large
   for (;;) {
     skip_space();
     if (peek() != '"') fail("expected a member name");
+    const std::size_t key_at = pos_;
     std::string key = parse_string();
+    const bool duplicate = object.members_.size() < kLinearKeyCheck
+                               ? has_member(object.members_, key)
+                               : !keys.insert(key).second;
+    if (object.members_.size() + 1 == kLinearKeyCheck) {
+      for (const auto& member : object.members_) keys.insert(member.first);
+      keys.insert(key);
+    }
+    if (duplicate) {
+      pos_ = key_at;
+      fail("duplicate member name \"" + key + "\"");
+    }
     skip_space();
     if (peek() != ':') fail("expected ':'");
     advance();
@@ -239,6 +167,46 @@ void JsonParser::append_utf8(std::string& out, unsigned code) {
   }
 }
 
+void JsonParser::append_raw_utf8(std::string& out) {
+  const auto* at = reinterpret_cast<const unsigned char*>(text_.data()) + pos_;
+  const int length = detail::utf8_sequence_length(at, text_.size() - pos_);
+  if (length == detail::kTruncatedUtf8) {
+    pos_ = text_.size();
+    fail("unterminated string");
+  }
+  if (length == detail::kInvalidUtf8) fail("invalid UTF-8 in string");
+  out.append(text_, pos_, static_cast<std::size_t>(length));
+  pos_ += static_cast<std::size_t>(length);
+}
+
+// After "\\u": one code point, from a pair of escapes for a surrogate pair. A lone surrogate
+// has no UTF-8 form, so it is an error (Python's json accepts it; Perfetto would mangle it).
+unsigned JsonParser::parse_escaped_code_point() {
+  const std::size_t start = pos_ - 2;
+  const unsigned code = parse_hex4();
+  if (code >= 0xDC00 && code <= 0xDFFF) {
+    pos_ = start;
+    fail("lone low surrogate in \\u escape");
+  }
+  if (code < 0xD800 || code > 0xDBFF) return code;
+  if (peek() != '\\') {
+    if (!at_end()) pos_ = start;
+    fail("high surrogate without its low half in \\u escape");
+  }
+  advance();
+  if (peek() != 'u') {
+    if (!at_end()) pos_ = start;
+    fail("high surrogate without its low half in \\u escape");
+  }
+  advance();
+  const unsigned low = parse_hex4();
+  if (low < 0xDC00 || low > 0xDFFF) {
+    pos_ = start;
+    fail("high surrogate without its low half in \\u escape");
+  }
+  return 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+}
+
 std::string JsonParser::parse_string() {
   std::string out;
   advance();  // opening quote
@@ -247,7 +215,15 @@ std::string JsonParser::parse_string() {
     const char c = peek();
     advance();
     if (c == '"') return out;
-    if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
+    if (static_cast<unsigned char>(c) < 0x20) {
+      --pos_;
+      fail("control character in string");
+    }
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      --pos_;
+      append_raw_utf8(out);
+      continue;
+    }
     if (c != '\\') {
       out.push_back(c);
       continue;
@@ -279,18 +255,9 @@ std::string JsonParser::parse_string() {
       case 't':
         out.push_back('\t');
         break;
-      case 'u': {
-        unsigned code = parse_hex4();
-        if (code >= 0xD800 && code < 0xDC00 && peek() == '\\') {  // surrogate pair
-          advance();
-          if (peek() != 'u') fail("bad surrogate pair");
-          advance();
-          const unsigned low = parse_hex4();
-          code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-        }
-        append_utf8(out, code);
+      case 'u':
+        append_utf8(out, parse_escaped_code_point());
         break;
-      }
       default:
         if (at_end()) fail("unterminated string");
         --pos_;
@@ -303,6 +270,10 @@ double JsonParser::parse_number() {
   const std::size_t start = pos_;
   if (peek() == '-') advance();
   if (!(peek() >= '0' && peek() <= '9')) fail("bad number");
+  if (peek() == '0') {
+    advance();
+    if (peek() >= '0' && peek() <= '9') fail("leading zero in number");
+  }
   while (peek() >= '0' && peek() <= '9') advance();
   if (peek() == '.') {
     advance();
@@ -315,7 +286,14 @@ double JsonParser::parse_number() {
     if (!(peek() >= '0' && peek() <= '9')) fail("bad number");
     while (peek() >= '0' && peek() <= '9') advance();
   }
-  return std::strtod(text_.substr(start, pos_ - start).c_str(), nullptr);
+  const double value = std::strtod(text_.substr(start, pos_ - start).c_str(), nullptr);
+  if (!std::isfinite(value)) {
+    const std::size_t end = pos_;
+    pos_ = start;
+    if (end >= text_.size()) pos_ = end;  // may be cut short: more digits could follow
+    fail("number out of range (not a finite double)");
+  }
+  return value;
 }
 
 JsonValue parse_json(const std::string& text) {

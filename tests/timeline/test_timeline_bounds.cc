@@ -1,0 +1,164 @@
+// The recorder's bounds and identities: the queue never holds more than its capacity (row
+// metadata and E events included) and keeps every row nested when it drops; the rows it
+// remembers are bounded while a recurring name keeps its row; no pid or tid is 0; the writer
+// thread is named.
+#include <dirent.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "timeline/timeline.h"
+#include "timeline/trace_check.h"
+#include "timeline/trace_merge.h"
+#include "timeline/trace_summary.h"
+#include "timeline_test_util.h"
+
+using hvd::Timeline;
+using namespace hvd::timeline;
+using namespace hvd::timeline::test;
+using Seq = std::vector<std::string>;
+
+namespace {
+
+// Options whose writer drains only at stop(), so what the queue held is what reaches the file.
+hvd::TimelineOptions held_queue(std::size_t capacity) {
+  hvd::TimelineOptions options;
+  options.queue_capacity = capacity;
+  options.flush_interval = std::chrono::milliseconds(60000);
+  options.wake_when_half_full = false;
+  return options;
+}
+
+std::size_t timed_events(const TraceFile& trace) {
+  std::size_t n = 0;
+  for (const auto& e : trace.events) n += string_field(e, "ph") != "M";
+  return n;
+}
+
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/proc/self/task");
+  REQUIRE(dir != nullptr);
+  while (dirent* entry = ::readdir(dir)) {
+    std::ifstream comm(std::string("/proc/self/task/") + entry->d_name + "/comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("a full queue drops events, counts them, and keeps every row nested") {
+  const std::string path = temp_path("dropped");
+  Timeline t(held_queue(16));
+  t.start(path, 0, false);
+  t.start_op("kept", "ALLREDUCE", {});  // 2 metadata + B, and room kept for its E: 4 of 16
+  for (int i = 0; i < 20; ++i) t.negotiate_rank_ready("kept", i % 4);  // 12 fit, 8 dropped
+  t.start_op("lost", "ALLREDUCE", {});  // no room for metadata + B + E: dropped, and so its E
+  t.activity_start("lost", "MPI_ALLREDUCE");
+  t.activity_end("lost");
+  t.end_op("lost", {});
+  t.end_op("kept", {});  // the E of a written B always fits: room was kept for it
+  const std::uint64_t dropped = t.dropped_events();
+  CHECK(dropped == 8 + 4);  // 8 instants, then B/B/E/E of "lost"
+  t.stop();
+  const TraceFile trace = read_trace_file(path);
+  const CheckResult check = check_trace(trace);
+  REQUIRE(check.ok);
+  CHECK(check.warnings.size() == 1);  // the dropped-events warning
+  REQUIRE(trace.dropped_events.has_value());
+  CHECK(*trace.dropped_events == dropped);
+  const Seq kept = tensor_sequence(trace, "kept");
+  CHECK(kept.size() == 1 + 12 + 1);
+  CHECK(kept.back() == "E ALLREDUCE");
+  CHECK(row_pid(trace, "lost") == -1);  // not even its metadata
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("row metadata and E events count against the queue bound") {
+  const std::string path = temp_path("bound");
+  Timeline t(held_queue(16));
+  t.start(path, 0, false);
+  // Each new row needs 2 metadata + B + room for its E: 4 rows fit in 16, the other 6 do not.
+  for (int i = 0; i < 10; ++i) t.start_op("r" + std::to_string(i), "ALLREDUCE", {});
+  for (int i = 0; i < 10; ++i) t.end_op("r" + std::to_string(i), {});
+  CHECK(t.dropped_events() == 6 * 2);  // each lost row: its B and its E
+  t.stop();
+  const TraceFile trace = read_trace_file(path);
+  REQUIRE(check_trace(trace).ok);
+  // Everything queued between start and stop: 3 header events and the dropped count aside.
+  CHECK(trace.events.size() - 4 == 16u);
+  CHECK(timed_events(trace) == 8u);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(tensor_sequence(trace, "r" + std::to_string(i)) == Seq{"B ALLREDUCE", "E ALLREDUCE"});
+  }
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("rows are forgotten beyond row_capacity; a recurring name keeps its row meanwhile") {
+  const std::string path = temp_path("rows");
+  hvd::TimelineOptions options;
+  options.row_capacity = 4;
+  Timeline t(options);
+  t.start(path, 0, false);
+  auto op = [&t](const std::string& name) {
+    t.start_op(name, "ALLREDUCE", {{"bytes", "4"}});
+    t.end_op(name, {});
+  };
+  op("grad");
+  for (int i = 0; i < 2; ++i) op("allreduce.noname." + std::to_string(i));
+  op("grad");  // still remembered: same row
+  CHECK(t.remembered_rows() == 3);
+  t.start_op("held", "ALLREDUCE", {});  // open: never forgotten
+  for (int i = 2; i < 100; ++i) op("allreduce.noname." + std::to_string(i));
+  CHECK(t.remembered_rows() <= 4);
+  op("grad");  // forgotten by now: a new row with its own metadata
+  t.end_op("held", {});
+  t.stop();
+  const TraceFile trace = read_trace_file(path);
+  REQUIRE(check_trace(trace).ok);
+  std::vector<int> grad_pids;
+  for (const auto& e : trace.events) {
+    if (string_field(e, "name") == "process_name" && arg_text(e, "name") == "grad") {
+      grad_pids.push_back(static_cast<int>(e.find("pid")->as_number()));
+    }
+  }
+  REQUIRE(grad_pids.size() == 2);
+  CHECK(row_sequence(trace, grad_pids[0]).size() == 4);  // two ops on the first row
+  CHECK(row_sequence(trace, grad_pids[1]).size() == 2);
+  CHECK(tensor_sequence(trace, "held") == Seq{"B ALLREDUCE", "E ALLREDUCE"});
+  // Summary and merge key rows by name: one tensor, three ops, one merged row.
+  CHECK(summarize_trace(trace).tensors.at("grad").ops.count == 3);
+  std::size_t merged_ops = 0;
+  for (const auto& e : merge_traces({trace})) {
+    merged_ops += string_field(e, "ph") == "B" && string_field(e, "name") == "ALLREDUCE" &&
+                  e.find("tid")->as_number() == 2;
+  }
+  CHECK(merged_ops == 3);  // grad came first: tid 2 holds all three of its ops
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("no pid or tid is 0; a row's tid is its pid; the writer thread is named") {
+  const std::string path = temp_path("ids");
+  Timeline t;
+  t.start(path, 0, true);
+  bool named = false;
+  for (const auto& name : thread_names()) named = named || name == "hvd-timeline";
+  CHECK(named);
+  t.mark_cycle_start();
+  t.negotiate_start("x", "ALLREDUCE");
+  t.negotiate_rank_ready("x", 0);
+  t.negotiate_end("x");
+  t.stop();
+  const TraceFile trace = read_trace_file(path);
+  REQUIRE(check_trace(trace).ok);
+  for (const auto& e : trace.events) {
+    INFO(e.dump());
+    CHECK(e.find("pid")->as_number() >= 1);
+    CHECK(e.find("tid")->as_number() == e.find("pid")->as_number());
+  }
+  CHECK(row_pid(trace, "rank 0") == 1);  // the runtime's own row
+  CHECK(row_pid(trace, "x") == 2);
+}

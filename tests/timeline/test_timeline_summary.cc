@@ -1,0 +1,185 @@
+// `summary` on traces with known figures: phase times, negotiation wait, fusion, errors (op args
+// on the B or the E event), the last rank ready -- only from each rank's own instant in a merged
+// trace, k-th negotiation against k-th, ties for nobody -- and the --top flag.
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "timeline/trace_check.h"
+#include "timeline/trace_summary.h"
+#include "timeline_test_util.h"
+
+using namespace hvd::timeline;
+using namespace hvd::timeline::test;
+
+namespace {
+
+const char* kMeta = R"({"name":"process_name","ph":"M","pid":2,"tid":2,"args":{"name":"w"}})";
+
+std::string negotiation(const std::string& tensor_row, double begin, double end) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                R"({"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":%g,%s},{"ph":"E","ts":%g,%s})", begin,
+                tensor_row.c_str(), end, tensor_row.c_str());
+  return buf;
+}
+
+// An instant on a merged row (group pid rank + 1, tensor tid) saying `rank` is ready.
+std::string ready(int group_rank, int tid, int rank, double ts) {
+  return R"({"name":")" + std::to_string(rank) + R"(","ph":"i","s":"t","ts":)" +
+         std::to_string(ts) + R"(,"pid":)" + std::to_string(group_rank + 1) + R"(,"tid":)" +
+         std::to_string(tid) + R"(,"args":{"rank":)" + std::to_string(rank) + "}}";
+}
+
+// One negotiation on a rank's row of a merged trace: its own ready instant at `own`, then what
+// else it noted (the coordinator: other ranks, in the order it read them), ending at `end`.
+std::string negotiation_on(int rank, int tid, double own, double end,
+                           const std::vector<std::pair<int, double>>& others = {}) {
+  const std::string row =
+      R"("pid":)" + std::to_string(rank + 1) + R"(,"tid":)" + std::to_string(tid);
+  std::string out = R"({"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":)" + std::to_string(own - 1) +
+                    "," + row + "}," + ready(rank, tid, rank, own);
+  for (const auto& [other, ts] : others) out += "," + ready(rank, tid, other, ts);
+  return out + R"(,{"ph":"E","ts":)" + std::to_string(end) + "," + row + "}";
+}
+
+std::string cycle_mark(int rank, double ts) {
+  return R"({"name":"CYCLE_START","ph":"i","s":"p","ts":)" + std::to_string(ts) +
+         R"(,"pid":)" + std::to_string(rank + 1) + R"(,"tid":1})";
+}
+
+std::string group_meta(int rank, const std::vector<std::pair<int, std::string>>& rows) {
+  const std::string pid = std::to_string(rank + 1);
+  std::string out = R"({"name":"hvd_rank_group","ph":"M","pid":)" + pid +
+                    R"(,"tid":1,"args":{"rank":)" + std::to_string(rank) + "}}";
+  for (const auto& [tid, name] : rows) {
+    out += R"(,{"name":"thread_name","ph":"M","pid":)" + pid + R"(,"tid":)" +
+           std::to_string(tid) + R"(,"args":{"name":")" + name + R"("}})";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("summary: phase times, negotiation wait, fusion and errors") {
+  const std::string w = R"("pid":2,"tid":2)", v = R"("pid":3,"tid":3)";
+  const std::string text = std::string("[") + kMeta + R"(,
+{"name":"process_name","ph":"M","pid":3,"tid":3,"args":{"name":"v"}},)" +
+                           negotiation(w, 0, 40) + R"(,
+{"name":"ALLREDUCE","ph":"B","ts":40,"pid":2,"tid":2,"args":{"fused_with":"2 tensors, 300 bytes"}},
+{"ph":"E","ts":60,"pid":2,"tid":2,"args":{"bytes":100}},)" +
+                           negotiation(w, 100, 160) + R"(,
+{"name":"ALLREDUCE","ph":"B","ts":40,"pid":3,"tid":3,"args":{"bytes":"200","fused_with":"2 tensors, 300 bytes"}},
+{"ph":"E","ts":60,"pid":3,"tid":3},
+{"name":"ALLREDUCE","ph":"B","ts":200,"pid":3,"tid":3,"args":{"bytes":"50"}},
+{"name":"MPI_ALLREDUCE","ph":"B","ts":201,"pid":3,"tid":3},
+{"ph":"E","ts":209,"pid":3,"tid":3},
+{"ph":"E","ts":300,"pid":3,"tid":3,"args":{"error":"boom"}}
+])";
+  const TraceFile trace = read_trace_text(text, "s.json");
+  REQUIRE(check_trace(trace).ok);
+  const TraceSummary s = summarize_trace(trace);
+  CHECK(s.spans.at("NEGOTIATE_ALLREDUCE").count == 2);
+  CHECK(s.spans.at("NEGOTIATE_ALLREDUCE").total_us == Approx(40 + 60));
+  CHECK(s.spans.at("MPI_ALLREDUCE").max_us == Approx(8));
+  CHECK(s.spans.at("ALLREDUCE").count == 3);
+  CHECK(s.tensors.at("w").negotiation.total_us == Approx(100));
+  CHECK(s.tensors.at("w").negotiation.max_us == Approx(60));
+  CHECK(s.tensors.at("v").ops.max_us == Approx(100));
+  CHECK(s.tensors.at("v").errors == 1);
+  CHECK(s.fused_ops == 2);
+  CHECK(s.fused_responses == 1);
+  CHECK(s.unfused_ops == 1);
+  CHECK(s.bytes == Approx(350));  // 100 from an E event's args
+  CHECK(s.errors == 1);
+  std::ostringstream out;
+  print_summary(trace, s, out);
+  CHECK_THAT(out.str(), Catch::Contains("2 tensor op(s) rode in 1 fused response(s)"));
+  CHECK_THAT(out.str(), Catch::Contains("v: boom"));
+  // One rank's file cannot say who was last: the summary says what it needs instead.
+  CHECK_FALSE(s.last_ready.merged);
+  CHECK_THAT(out.str(), Catch::Contains("not computed for a single-rank file"));
+  CHECK_THAT(out.str(), Catch::Contains("HOROVOD_TIMELINE_ALL_RANKS=1"));
+  CHECK_THAT(out.str(), Catch::Contains("hvd-timeline merge"));
+}
+
+TEST_CASE("last rank ready: each rank's own instant, k-th against k-th, ties for nobody") {
+  // Tensor w (tid 2) on ranks 0..2: three negotiations; v (tid 3) on ranks 0 and 1 only, once
+  // on rank 1 and twice on rank 0 (only the first pairs up). No cycle marks: by timestamp.
+  std::string text = "[" + group_meta(0, {{2, "w"}, {3, "v"}}) + "," +
+                     group_meta(1, {{2, "w"}, {3, "v"}}) + "," + group_meta(2, {{2, "w"}});
+  const double w_ready[3][3] = {{10, 30, 20}, {110, 105, 120}, {260, 260, 250}};
+  for (int rank = 0; rank < 3; ++rank) {
+    for (int k = 0; k < 3; ++k) {
+      // The coordinator notes rank 1, then rank 2, last of all: it must not count.
+      const std::vector<std::pair<int, double>> noted = {{1, 100.0 * k + 70}, {2, 100.0 * k + 71}};
+      text += "," + negotiation_on(rank, 2, w_ready[k][rank], 100.0 * k + 95,
+                                   rank == 0 ? noted : std::vector<std::pair<int, double>>{});
+    }
+  }
+  text += "," + negotiation_on(0, 3, 1000, 1001) + "," + negotiation_on(0, 3, 2000, 2001) + "," +
+          negotiation_on(1, 3, 900, 1001) + "]";
+  const TraceFile trace = read_trace_text(text, "m.json");
+  const CheckResult check = check_trace(trace);
+  INFO(check.message);
+  REQUIRE(check.ok);
+  const LastReadyStats r = summarize_trace(trace).last_ready;
+  CHECK(r.merged);
+  CHECK(r.negotiations == 4);
+  CHECK(r.by_cycle == 0);
+  CHECK(r.ties == 1);  // w's third: ranks 0 and 1 both at 260
+  CHECK(r.last == std::map<int, std::size_t>{{0, 1}, {1, 1}, {2, 1}});
+  std::ostringstream out;
+  print_summary(trace, summarize_trace(trace), out);
+  CHECK_THAT(out.str(), Catch::Contains("over 4 negotiation(s)"));
+  CHECK_THAT(out.str(), Catch::Contains("1 tie(s), counted for nobody"));
+  CHECK_THAT(out.str(), Catch::Contains("rank 2: last in 1 (25%)"));
+  CHECK_THAT(out.str(), Catch::Contains("4 of them compared by timestamp"));
+}
+
+TEST_CASE("last rank ready with cycle marks: ready in the same cycle is a tie") {
+  // Rank 1's cycles start 80 us after rank 0's. First negotiation: both ready in the cycle that
+  // ends it (rank 1 later only by that phase): a tie. Second: rank 1 a whole cycle later.
+  std::string text = "[" + group_meta(0, {{2, "x"}}) + "," + group_meta(1, {{2, "x"}});
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int c = 0; c < 5; ++c) text += "," + cycle_mark(rank, 1000.0 * c + 99 + 80 * rank);
+  }
+  text += "," + negotiation_on(0, 2, 100, 300) + "," + negotiation_on(0, 2, 2100, 3300);
+  text += "," + negotiation_on(1, 2, 180, 300) + "," + negotiation_on(1, 2, 3180, 3300) + "]";
+  const TraceFile trace = read_trace_text(text, "c.json");
+  REQUIRE(check_trace(trace).ok);
+  const LastReadyStats r = summarize_trace(trace).last_ready;
+  CHECK(r.negotiations == 2);
+  CHECK(r.by_cycle == 2);
+  CHECK(r.ties == 1);
+  CHECK(r.last == std::map<int, std::size_t>{{1, 1}});
+  std::ostringstream out;
+  print_summary(trace, summarize_trace(trace), out);
+  CHECK_THAT(out.str(), !Catch::Contains("compared by timestamp"));
+}
+
+TEST_CASE("summary --top N limits the per-tensor tables and says how many it left out") {
+  const std::string path = temp_path("top");
+  std::string text = "[";
+  for (int i = 0; i < 15; ++i) {
+    const std::string row = R"("pid":)" + std::to_string(i + 2) + R"(,"tid":)" + std::to_string(i + 2);
+    text += std::string(i ? "," : "") + R"({"name":"process_name","ph":"M",)" + row +
+            R"(,"args":{"name":"t)" + std::to_string(i) + R"("}},)" + negotiation(row, 0, i + 1);
+  }
+  write_text(path, text + "]");
+  auto [status, output] = run_tool("summary " + path);
+  CHECK(status == 0);
+  CHECK_THAT(output, Catch::Contains("... 5 more tensor(s) not shown (--top N shows more)"));
+  std::tie(status, output) = run_tool("summary --top 3 " + path);
+  CHECK(status == 0);
+  CHECK_THAT(output, Catch::Contains("... 12 more tensor(s) not shown"));
+  CHECK_THAT(output, Catch::Contains("  t14 "));  // the longest wait first
+  CHECK_THAT(output, !Catch::Contains("  t11 "));
+  std::tie(status, output) = run_tool("summary --top 20 " + path);
+  CHECK_THAT(output, !Catch::Contains("not shown"));
+  std::tie(status, output) = run_tool("summary --top 0 " + path);
+  CHECK(status == 2);
+  CHECK_THAT(output, Catch::Contains("--top needs a whole number of at least 1, not '0'"));
+  std::tie(status, output) = run_tool("summary " + path + " --top");
+  CHECK(status == 2);
+  ::unlink(path.c_str());
+}

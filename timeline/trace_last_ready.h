@@ -1,0 +1,38 @@
+// Which rank was last to report a tensor ready, negotiation by negotiation: the straggler the
+// others waited for. Computed only from a merged all-ranks trace (hvd-timeline merge of the
+// HOROVOD_TIMELINE_ALL_RANKS=1 files), from each rank's OWN ready instant -- the one every rank
+// records when its request leaves its queue, the first such instant in each of its
+// NEGOTIATE_<OP> spans -- on the common clock merge puts the groups on. The instants the
+// coordinator records for other ranks are not used: it notes them in the order it reads the
+// gathered lists, not in the order the ranks became ready, and it sees none for tensors the
+// response cache settles. A tensor's k-th negotiation on one rank is compared with its k-th on
+// every other rank.
+//
+// Resolution: a request leaves its queue only when a background cycle starts, and each rank's
+// cycles run at a steady phase of their own, so the rank whose cycles start a little later
+// would look "last" in nearly every negotiation by raw timestamps. With CYCLE_START marks
+// (HOROVOD_TIMELINE_MARK_CYCLES=1, or hvd::start_timeline(path, true)) on every compared rank,
+// the ranks whose request left its queue in the cycle that ended the negotiation (no cycle of
+// theirs started between their ready instant and their negotiation's end) are the last; without
+// marks the latest timestamp is. Either way, two or more ranks at the last place is a tie,
+// counted for nobody. Tool-side only.
+#pragma once
+
+#include <cstddef>
+#include <map>
+
+#include "timeline/trace_file.h"
+
+namespace hvd::timeline {
+
+struct LastReadyStats {
+  bool merged = false;              // the trace has rank groups; otherwise nothing was counted
+  std::map<int, std::size_t> last;  // rank -> negotiations in which it alone was last
+  std::size_t negotiations = 0;     // negotiations compared (2+ ranks with their own instant)
+  std::size_t ties = 0;             // of those, ones where 2+ ranks share the last place
+  std::size_t by_cycle = 0;         // of those, ones resolved by cycle marks (else timestamps)
+};
+
+LastReadyStats last_ready_stats(const TraceFile& trace);
+
+}  // namespace hvd::timeline
