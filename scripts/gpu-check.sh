@@ -95,7 +95,7 @@ if ! run_step configure 180 "${configure[@]}" -DHVD_WITH_TORCH=ON; then
 fi
 targets=(horovodcpp test_nccl_collectives nccl_allreduce_benchmark)
 have_target() { grep -q "/$1.dir\$" "$build/CMakeFiles/TargetDirectories.txt" 2>/dev/null; }
-for t in torch_step_benchmark mnist hvd_mnist; do have_target "$t" && targets+=("$t"); done
+for t in torch_step_benchmark mnist hvd_mnist test_torch; do have_target "$t" && targets+=("$t"); done
 run_step build 360 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "elapsed $(elapsed)"
 
@@ -110,6 +110,16 @@ if (( nccl_code >= 23000 )); then
     "NCCL allreduce*"
 else
   note "gpu-tests-np2: not run (NCCL code $nccl_code < 23000 cannot put two ranks on one GPU)"
+fi
+# The LibTorch front end's CUDA test cases (ops and DistributedOptimizer on CUDA tensors).
+if [[ -x "$build/tests/torch/test_torch" ]]; then
+  run_step torch-cuda-np1 150 mpirun "${mpirun_flags[@]}" -np 1 "$build/tests/torch/test_torch" "[cuda]"
+  if (( nccl_code >= 23000 )); then
+    run_step torch-cuda-np2 150 env NCCL_MULTI_RANK_GPU_ENABLE=1 mpirun "${mpirun_flags[@]}" -np 2 \
+      "$build/tests/torch/test_torch" "[cuda]"
+  fi
+else
+  note "torch-cuda: not run (test_torch not built; LibTorch front end: $torch_built)"
 fi
 echo "elapsed $(elapsed)"
 

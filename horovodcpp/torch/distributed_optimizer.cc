@@ -4,7 +4,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <atomic>
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -16,14 +16,11 @@ namespace hvd::torch {
 namespace {
 
 constexpr const char* kWho = "DistributedOptimizer";
-std::atomic<int> g_instances{0};  // names stay distinct when several optimizers are alive
-
-std::string wire_prefix() {
-  const int k = g_instances++;
-  return std::string(kWho) + (k == 0 ? "" : "#" + std::to_string(k)) + ".";
-}
 
 void check_options(const DistributedOptimizerOptions& o) {
+  if (o.name.empty())
+    throw Error(std::string(kWho) + ": DistributedOptimizerOptions::name must not be empty (it prefixes the "
+                "gradients' collective names)");
   if (o.backward_passes_per_step < 1)
     throw Error(std::string(kWho) + ": backward_passes_per_step must be at least 1, got " +
                 std::to_string(o.backward_passes_per_step));
@@ -58,13 +55,30 @@ class DistributedOptimizer::Impl {
   // One parameter that takes part: its names, its accumulator and its allreduce in flight.
   struct Slot {
     std::string name;       // the user's parameter name
-    std::string wire_name;  // the collective's name
+    std::string wire_name;  // the collective's name: options.name + "." + name
     at::Tensor param;
     std::shared_ptr<::torch::autograd::Node> accumulator;
     std::uintptr_t hook_key = 0;
+    const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;  // owned by the accumulator
     int passes = 0;  // backward passes seen since the last synchronize
+    bool reduced = false;  // param.grad() holds the reduced gradient (until the next pass or step)
     at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy
     hvd::Handle handle;
+  };
+
+  // Runs before the accumulator writes param.grad(): refuses a pass beyond
+  // backward_passes_per_step while that gradient's allreduce may still be reading it.
+  class PassCheck final : public ::torch::autograd::FunctionPreHook {
+   public:
+    PassCheck(Impl* impl, std::size_t index) : impl_(impl), index_(index) {}
+    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
+      impl_->before_gradient(index_);
+      return grads;
+    }
+
+   private:
+    Impl* impl_;
+    std::size_t index_;
   };
 
   // Runs after the accumulator has written param.grad().
@@ -84,16 +98,17 @@ class DistributedOptimizer::Impl {
 
   void add_slots(const NamedTensors& named_parameters);
   void register_hooks();
+  void before_gradient(std::size_t index);
   void on_gradient(std::size_t index);
   void start_allreduce(Slot& slot);  // mutex_ held
   std::string write_back();          // mutex_ held; returns the first failure
+  bool all_reduced() const;          // mutex_ held
 
   std::unique_ptr<::torch::optim::Optimizer> optimizer_;
   DistributedOptimizerOptions options_;
   AllreduceOptions wire_options_;
   std::vector<Slot> slots_;
   int size_;
-  bool synchronized_ = false;
   mutable std::mutex mutex_;
 };
 
@@ -121,7 +136,7 @@ void DistributedOptimizer::Impl::add_slots(const NamedTensors& named_parameters)
       throw Error(std::string(kWho) + ": parameter name '" + item.key() + "' appears twice in named_parameters");
     names.emplace(item.value().unsafeGetTensorImpl(), item.key());
   }
-  const std::string prefix = wire_prefix();
+  const std::string prefix = options_.name + ".";
   std::unordered_set<const void*> added;
   std::size_t unnamed = 0;
   for (const auto& group : optimizer_->param_groups()) {
@@ -132,6 +147,9 @@ void DistributedOptimizer::Impl::add_slots(const NamedTensors& named_parameters)
         ++unnamed;
         continue;
       }
+      if (!p.is_leaf())
+        throw Error(std::string(kWho) + ": parameter '" + it->second +
+                    "' is not a leaf tensor (it was computed from other tensors); parameters must be leaves");
       Slot slot;
       slot.name = it->second;
       slot.wire_name = prefix + it->second;
@@ -156,14 +174,22 @@ void DistributedOptimizer::Impl::register_hooks() {
     }
     if (!slot.accumulator)
       throw Error(std::string(kWho) + ": parameter '" + slot.name + "' has no gradient accumulator");
-    // Autograd only holds the accumulator weakly: slot.accumulator keeps it (and the hook) alive.
+    // Autograd only holds the accumulator weakly: slot.accumulator keeps it (and the hooks) alive.
+    auto check = std::make_unique<PassCheck>(this, i);
+    slot.pre_hook = check.get();
+    slot.accumulator->add_pre_hook(std::move(check));
     slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientHook>(this, i));
   }
 }
 
 DistributedOptimizer::Impl::~Impl() {
   for (auto& slot : slots_) {
-    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook_key);
+    if (slot.accumulator) {
+      slot.accumulator->del_post_hook(slot.hook_key);
+      auto& pre = slot.accumulator->pre_hooks();
+      pre.erase(std::remove_if(pre.begin(), pre.end(), [&](const auto& h) { return h.get() == slot.pre_hook; }),
+                pre.end());
+    }
     if (!slot.handle.valid()) continue;
     try {
       slot.handle.wait();  // the runtime still writes into slot.wire until then
@@ -173,18 +199,25 @@ DistributedOptimizer::Impl::~Impl() {
   }
 }
 
-void DistributedOptimizer::Impl::on_gradient(std::size_t index) {
+// Throws before the extra pass touches param.grad(), so an allreduce in flight on it (and the
+// result a following step() uses) stays intact.
+void DistributedOptimizer::Impl::before_gradient(std::size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Slot& slot = slots_[index];
+  const Slot& slot = slots_[index];
   const int allowed = options_.backward_passes_per_step;
   if (slot.passes >= allowed)
     throw Error(std::string(kWho) + ": the gradient of '" + slot.name + "' was computed " +
                 std::to_string(slot.passes + 1) + " times before step(), but backward_passes_per_step is " +
                 std::to_string(allowed) + "; call step() after every " + std::to_string(allowed) +
-                " backward pass(es) or raise backward_passes_per_step");
+                " backward pass(es) or raise backward_passes_per_step (this pass was not accumulated)");
+}
+
+void DistributedOptimizer::Impl::on_gradient(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[index];
   ++slot.passes;
-  synchronized_ = false;
-  if (slot.passes == allowed) start_allreduce(slot);
+  slot.reduced = false;
+  if (slot.passes == options_.backward_passes_per_step) start_allreduce(slot);
 }
 
 void DistributedOptimizer::Impl::start_allreduce(Slot& slot) {
@@ -203,19 +236,33 @@ void DistributedOptimizer::Impl::start_allreduce(Slot& slot) {
   AllreduceOptions o = wire_options_;
   o.name = slot.wire_name;
   auto wire = detail::wrap(slot.wire);
-  slot.handle = hvd::allreduce_async(wire, wire, o, detail::ready_event(slot.wire));
+  try {
+    slot.handle = hvd::allreduce_async(wire, wire, o, detail::ready_event(slot.wire));
+  } catch (const Error& e) {
+    slot.wire = at::Tensor();
+    const std::string message = e.what();
+    if (message.find("already in flight") == std::string::npos) throw;
+    throw Error(message + ". Another DistributedOptimizer named '" + options_.name +
+                "' has this parameter's allreduce in flight: give each optimizer its own "
+                "DistributedOptimizerOptions::name");
+  }
 }
 
+// A slot counts as reduced only when its allreduce succeeded; a failed one is retried by the
+// next synchronize() (or step()), which never steps on an unreduced gradient.
 std::string DistributedOptimizer::Impl::write_back() {
   std::string failure;
   at::NoGradGuard no_grad;
   for (auto& slot : slots_) {
-    try {
-      slot.handle.wait();
-      at::Tensor grad = slot.param.grad();
-      if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // decompress / un-contiguous
-    } catch (const std::exception& e) {
-      if (failure.empty()) failure = "gradient of '" + slot.name + "': " + e.what();
+    if (slot.handle.valid()) {
+      try {
+        slot.handle.wait();
+        at::Tensor grad = slot.param.grad();
+        if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // decompress / un-contiguous
+        slot.reduced = true;
+      } catch (const std::exception& e) {
+        if (failure.empty()) failure = "gradient of '" + slot.name + "': " + e.what();
+      }
     }
     slot.handle = hvd::Handle();
     slot.wire = at::Tensor();
@@ -229,31 +276,58 @@ void DistributedOptimizer::Impl::synchronize() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string failure;
   for (auto& slot : slots_) {
-    if (slot.handle.valid()) continue;
+    if (slot.reduced || slot.handle.valid()) continue;
     try {
       start_allreduce(slot);
     } catch (const std::exception& e) {
-      if (failure.empty()) failure = e.what();
+      if (failure.empty()) failure = e.what();  // names the parameter
     }
   }
   const std::string wait_failure = write_back();
-  synchronized_ = true;
   if (failure.empty()) failure = wait_failure;
-  if (!failure.empty()) throw Error(std::string(kWho) + "::synchronize(): " + failure);
+  if (!failure.empty())
+    throw Error(std::string(kWho) + "::synchronize(): " + failure +
+                " (the gradients that failed stay unreduced; step() retries them and does not step before)");
+}
+
+bool DistributedOptimizer::Impl::all_reduced() const {
+  return std::all_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.reduced; });
 }
 
 void DistributedOptimizer::Impl::step() {
-  if (size_ > 1 && !synchronized_) synchronize();
+  if (size_ > 1) {
+    bool done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done = all_reduced();
+    }
+    if (!done) synchronize();
+  }
   optimizer_->step();
-  synchronized_ = false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& slot : slots_) slot.reduced = false;
 }
 
+// Horovod's rule: zero_grad() between backward and step() would race the allreduces in flight
+// or silently drop a partial accumulation (backward_passes_per_step > 1).
 void DistributedOptimizer::Impl::zero_grad() {
-  const std::size_t n = pending();
-  if (n > 0)
-    throw Error(std::string(kWho) + "::zero_grad(): " + std::to_string(n) +
+  std::size_t in_flight = 0, partial = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& slot : slots_) {
+      if (slot.handle.valid()) ++in_flight;
+      else if (slot.passes > 0) ++partial;
+    }
+  }
+  if (in_flight > 0)
+    throw Error(std::string(kWho) + "::zero_grad(): " + std::to_string(in_flight) +
                 " gradient allreduce(s) started by backward are still pending; call step() or synchronize() "
                 "before zero_grad()");
+  if (partial > 0)
+    throw Error(std::string(kWho) + "::zero_grad(): " + std::to_string(partial) +
+                " gradient(s) hold a partial accumulation (fewer than backward_passes_per_step = " +
+                std::to_string(options_.backward_passes_per_step) +
+                " backward passes) that would be lost; call step() or synchronize() before zero_grad()");
   optimizer_->zero_grad();
 }
 

@@ -5,8 +5,12 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <c10/util/Type.h>
+
 #include <functional>
+#include <iomanip>
 #include <sstream>
+#include <typeinfo>
 
 #include "horovodcpp/torch.h"
 #include "tensor_adapter.h"
@@ -71,6 +75,87 @@ void broadcast_tensors(const NamedTensors& tensors, int root) {
   if (!failure.empty()) throw Error("broadcast_parameters: " + failure);
 }
 
+// What must agree before root's state can load on a rank: the optimizer class (which fixes the
+// per-parameter state keys, e.g. Adam's exp_avg and exp_avg_sq), the param groups, each group's
+// parameter count, and the parameters' dtypes and shapes (as a hash).
+std::string describe_optimizer(::torch::optim::Optimizer& optimizer) {
+  const auto& groups = optimizer.param_groups();
+  std::ostringstream out;
+  out << c10::demangle(typeid(optimizer).name()) << " with " << groups.size() << " param group(s) of ";
+  std::string shapes;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    out << (i == 0 ? "" : ", ") << groups[i].params().size();
+    for (const auto& p : groups[i].params()) {
+      shapes += std::string(c10::toString(p.scalar_type())) + "[";
+      for (auto d : p.sizes()) shapes += std::to_string(d) + ",";
+      shapes += "];";
+    }
+  }
+  out << " parameter(s), dtypes/shapes hash " << std::hex << std::setw(8) << std::setfill('0')
+      << (std::hash<std::string>{}(shapes) & 0xffffffffu);
+  return out.str();
+}
+
+// Every rank throws the same error, before any state is sent, when an optimizer differs from root's.
+void check_same_optimizer(::torch::optim::Optimizer& optimizer, int root, const std::string& who) {
+  const auto all = allgather_object(describe_optimizer(optimizer), who + ".fingerprint");
+  std::string differing;
+  int first = -1;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == all[root]) continue;
+    differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+    if (first < 0) first = static_cast<int>(r);
+  }
+  if (first >= 0)
+    throw Error(who + ": rank(s) " + differing + " hold an optimizer unlike root rank " + std::to_string(root) +
+                "'s: root rank " + std::to_string(root) + " has " + all[root] + "; rank " + std::to_string(first) +
+                " has " + all[first]);
+}
+
+std::string save_optimizer_state(::torch::optim::Optimizer& optimizer) {
+  auto& groups = optimizer.param_groups();
+  // The optimizer's own archive (per-parameter state) plus each group's options, which
+  // Optimizer::load leaves alone.
+  ::torch::serialize::OutputArchive archive;
+  ::torch::serialize::OutputArchive state(archive.compilation_unit());
+  optimizer.save(state);
+  archive.write("state", state);
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    ::torch::serialize::OutputArchive options(archive.compilation_unit());
+    groups[i].options().serialize(options);
+    archive.write("options/" + std::to_string(i), options);
+  }
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+// Returns what went wrong ("" on success).
+std::string load_optimizer_state(::torch::optim::Optimizer& optimizer, const std::string& payload) {
+  auto& groups = optimizer.param_groups();
+  try {
+    std::istringstream in(payload);
+    ::torch::serialize::InputArchive archive;
+    c10::Device device = at::kCPU;
+    if (!groups.empty() && !groups.front().params().empty()) device = groups.front().params().front().device();
+    archive.load_from(in, device);
+    ::torch::serialize::InputArchive state;
+    archive.read("state", state);
+    optimizer.state().clear();
+    optimizer.load(state);
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      ::torch::serialize::InputArchive options;
+      archive.read("options/" + std::to_string(i), options);
+      groups[i].options().serialize(options);
+    }
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace
 
 void broadcast_parameters(const NamedTensors& parameters, int root) {
@@ -93,45 +178,16 @@ void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root) {
   const std::string who = "broadcast_optimizer_state";
   check_root(who, root);
   if (hvd::size() == 1) return;
-  auto& groups = optimizer.param_groups();
-  // Root: the optimizer's own archive (per-parameter state) plus each group's options, which
-  // Optimizer::load leaves alone.
-  std::string payload;
-  if (hvd::rank() == root) {
-    ::torch::serialize::OutputArchive archive;
-    ::torch::serialize::OutputArchive state(archive.compilation_unit());
-    optimizer.save(state);
-    archive.write("state", state);
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-      ::torch::serialize::OutputArchive options(archive.compilation_unit());
-      groups[i].options().serialize(options);
-      archive.write("options/" + std::to_string(i), options);
-    }
-    std::ostringstream out;
-    archive.save_to(out);
-    payload = out.str();
-  }
-  payload = detail::broadcast_bytes(payload, root, who);
-  if (hvd::rank() == root) return;
-  try {
-    std::istringstream in(payload);
-    ::torch::serialize::InputArchive archive;
-    c10::Device device = at::kCPU;
-    if (!groups.empty() && !groups.front().params().empty()) device = groups.front().params().front().device();
-    archive.load_from(in, device);
-    ::torch::serialize::InputArchive state;
-    archive.read("state", state);
-    optimizer.state().clear();
-    optimizer.load(state);
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-      ::torch::serialize::InputArchive options;
-      archive.read("options/" + std::to_string(i), options);
-      groups[i].options().serialize(options);
-    }
-  } catch (const c10::Error& e) {
-    throw Error(who + ": root rank " + std::to_string(root) + "'s optimizer state does not fit this rank's optimizer (" +
-                std::to_string(groups.size()) + " param groups): " + e.what_without_backtrace());
-  }
+  check_same_optimizer(optimizer, root, who);
+  const bool is_root = hvd::rank() == root;
+  const std::string payload = detail::broadcast_bytes(is_root ? save_optimizer_state(optimizer) : "", root, who);
+  const std::string failure = is_root ? "" : load_optimizer_state(optimizer, payload);
+  // Every rank learns whether every load worked, so none carries on alone.
+  const auto failures = allgather_object(failure, who + ".outcome");
+  for (std::size_t r = 0; r < failures.size(); ++r)
+    if (!failures[r].empty())
+      throw Error(who + ": rank " + std::to_string(r) + " could not load root rank " + std::to_string(root) +
+                  "'s optimizer state: " + failures[r]);
 }
 
 double metric_average(double value, const std::string& name) {

@@ -10,15 +10,7 @@ using hvd_test::make_mlp;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using hvd_test::error_of;
 
 struct Pod {
   std::int32_t a;
@@ -162,20 +154,66 @@ TEST_CASE("state helpers reject a root out of range", "[state][errors]") {
              Catch::Contains("broadcast_parameters: tensor 'nothing' is undefined"));
 }
 
-TEST_CASE("an optimizer with other param groups than root's is reported", "[state][errors]") {
+// Root rank 0 against every other rank: every rank must throw (none may be left waiting), the
+// message names the differing ranks and both descriptions, and the runtime still works.
+TEST_CASE("an optimizer unlike root's is reported on every rank", "[state][errors]") {
+  const int size = hvd::size();
   const int rank = hvd::rank();
-  if (hvd::size() == 1) return;
+  if (size == 1) return;
+  std::string others;  // "1" or "1, 2, 3"
+  for (int r = 1; r < size; ++r) others += (r == 1 ? "" : ", ") + std::to_string(r);
+  const std::string prefix = "broadcast_optimizer_state: rank(s) " + others + " hold an optimizer unlike root rank 0's";
   auto model = make_mlp(2);
   auto params = model->parameters();
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>(params.begin(), params.begin() + 2));
-  if (rank == 0) groups.emplace_back(std::vector<torch::Tensor>(params.begin() + 2, params.end()));
-  torch::optim::SGD sgd(groups, 0.1);
-  const std::string error = error_of([&] { ht::broadcast_optimizer_state(sgd, 0); });
+  SECTION("other param groups") {
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>(params.begin(), params.begin() + 2));
+    if (rank == 0) groups.emplace_back(std::vector<torch::Tensor>(params.begin() + 2, params.end()));
+    torch::optim::SGD sgd(groups, 0.1);
+    const std::string error = error_of([&] { ht::broadcast_optimizer_state(sgd, 0); });
+    CHECK_THAT(error, Catch::Contains(prefix));
+    CHECK_THAT(error, Catch::Contains("root rank 0 has torch::optim::SGD with 2 param group(s) of 2, 4 parameter(s)"));
+    CHECK_THAT(error, Catch::Contains("rank 1 has torch::optim::SGD with 1 param group(s) of 2 parameter(s)"));
+  }
+  SECTION("another optimizer class") {
+    std::unique_ptr<torch::optim::Optimizer> opt;
+    if (rank == 0) opt = std::make_unique<torch::optim::Adam>(params, 0.1);
+    else opt = std::make_unique<torch::optim::SGD>(params, 0.1);
+    const std::string error = error_of([&] { ht::broadcast_optimizer_state(*opt, 0); });
+    CHECK_THAT(error, Catch::Contains(prefix));
+    CHECK_THAT(error, Catch::Contains("root rank 0 has torch::optim::Adam with 1 param group(s) of 6 parameter(s)"));
+    CHECK_THAT(error, Catch::Contains("rank 1 has torch::optim::SGD with 1 param group(s) of 6 parameter(s)"));
+  }
+  SECTION("other parameter shapes") {
+    torch::nn::Linear layer(rank == 0 ? 3 : 4, 2);  // same counts, other weight shape
+    torch::optim::SGD sgd(layer->parameters(), 0.1);
+    const std::string error = error_of([&] { ht::broadcast_optimizer_state(sgd, 0); });
+    CHECK_THAT(error, Catch::Contains(prefix));
+    CHECK_THAT(error, Catch::Contains("dtypes/shapes hash"));
+  }
+  // Nothing was left half-sent: the next collective sees every rank.
+  CHECK(ht::metric_average(rank + 1.0, "after.optimizer_mismatch") == Approx((size + 1) / 2.0));
+}
+
+TEST_CASE("objects of another size on some rank are reported with the ranks", "[state][errors]") {
+  const int size = hvd::size();
+  const int rank = hvd::rank();
+  if (size == 1) return;
+  // Root sends 4 bytes; the other ranks expect 8.
+  std::string error = rank == 0 ? error_of([] { ht::broadcast_object<std::int32_t>(7, 0, "mixed"); })
+                                : error_of([] { ht::broadcast_object<std::int64_t>(7, 0, "mixed"); });
   if (rank == 0)
-    CHECK(error.empty());
+    CHECK(error.empty());  // root decodes nothing
   else
-    CHECK_THAT(error, Catch::Contains("broadcast_optimizer_state: root rank 0's optimizer state does not fit"));
+    CHECK_THAT(error, Catch::Contains("broadcast_object of 'mixed': got 4 bytes from root rank 0 for a 8-byte value"));
+  // Every rank decodes every rank's value, so every rank sees the mismatch.
+  error = rank == 0 ? error_of([] { ht::allgather_object<std::int32_t>(7, "mixed.all"); })
+                    : error_of([] { ht::allgather_object<std::int64_t>(7, "mixed.all"); });
+  if (rank == 0)
+    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': got 8 bytes from rank 1 for a 4-byte value"));
+  else
+    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': got 4 bytes from rank 0 for a 8-byte value"));
+  CHECK(ht::metric_average(rank + 1.0, "after.object_mismatch") == Approx((size + 1) / 2.0));
 }
 
 // Saves a checkpoint (rank 0 only) after training at this world size.

@@ -19,6 +19,18 @@
 
 namespace hvd_test {
 
+// Runs `f` and returns the message of the hvd::Error it throws ("" when it throws none). Any
+// other exception escapes and fails the test case: users must only ever see hvd::Error.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const hvd::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // A three-layer MLP without batch norm.
 struct MlpImpl : torch::nn::Module {
   MlpImpl() {
@@ -42,6 +54,13 @@ inline void copy_parameters(const torch::nn::Module& from, torch::nn::Module& to
   auto src = from.parameters();
   auto dst = to.parameters();
   for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+}
+
+// All parameters of `m`, flattened into one tensor.
+inline torch::Tensor flat(const torch::nn::Module& m) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
+  return torch::cat(parts);
 }
 
 inline double max_abs_diff(const torch::nn::Module& a, const torch::nn::Module& b) {

@@ -93,14 +93,18 @@ Handle reducescatter_async(const at::Tensor& tensor, const ReducescatterOptions&
 
 // --- state helpers -----------------------------------------------------------------------------
 
-// Overwrites every tensor with root's values (in place; one grouped negotiation per dtype
-// family). Names must be the same on every rank. Broadcast a Module to include its buffers.
+// Overwrites every tensor with root's values (in place; one broadcast per tensor, all started
+// before the first is waited on). Names, dtypes and shapes must be the same on every rank (they
+// are compared first: any difference is an error on every rank). Broadcast a Module to include
+// its buffers.
 void broadcast_parameters(const NamedTensors& parameters, int root = 0);
 void broadcast_parameters(const ::torch::nn::Module& module, int root = 0);
 
 // Makes every rank's optimizer an exact copy of root's: per-parameter state (e.g. Adam's step,
 // exp_avg, exp_avg_sq; SGD's momentum buffers) and each param group's options (learning rate,
-// betas, ...). The optimizers must have the same param groups and parameter counts.
+// betas, ...). The optimizers must be of the same class with the same param groups, parameter
+// counts, dtypes and shapes: the ranks compare these first, and any difference (or a rank that
+// cannot load root's state) is an hvd::Error on every rank naming the ranks and what differs.
 void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root = 0);
 
 // Averages a scalar metric (loss, accuracy) over ranks.
@@ -123,13 +127,19 @@ std::string encode_object(const T& value) {
   }
 }
 
+// "broadcast_object of 'name'" (or without the name), for messages.
+inline std::string object_op(const char* op, const std::string& name) {
+  return name.empty() ? std::string(op) : std::string(op) + " of '" + name + "'";
+}
+
+// `op` and `source` ("root rank 0", "rank 3") name the exchange in errors.
 template <class T>
-T decode_object(const std::string& bytes) {
+T decode_object(const std::string& bytes, const std::string& op, const std::string& source) {
   if constexpr (std::is_same_v<T, std::string>) {
     return bytes;
   } else if constexpr (std::is_trivially_copyable_v<T>) {
     if (bytes.size() != sizeof(T))
-      throw Error("hvd::torch object exchange: got " + std::to_string(bytes.size()) + " bytes for a " +
+      throw Error(op + ": got " + std::to_string(bytes.size()) + " bytes from " + source + " for a " +
                   std::to_string(sizeof(T)) + "-byte value (is the type the same on every rank?)");
     T value;
     std::memcpy(&value, bytes.data(), sizeof(T));
@@ -137,7 +147,12 @@ T decode_object(const std::string& bytes) {
   } else if constexpr (std::is_same_v<T, c10::IValue>) {
     return unpickle(bytes);
   } else {
-    return unpickle(bytes).template to<T>();
+    try {
+      return unpickle(bytes).template to<T>();
+    } catch (const c10::Error& e) {
+      throw Error(op + ": the value from " + source + " does not convert to this rank's type (is the type the "
+                  "same on every rank?): " + e.what_without_backtrace());
+    }
   }
 }
 }  // namespace detail
@@ -146,15 +161,18 @@ T decode_object(const std::string& bytes) {
 // type c10::IValue holds (tensors, lists, dicts, tuples, strings), which is pickled.
 template <class T>
 T broadcast_object(const T& value, int root = 0, const std::string& name = {}) {
-  return detail::decode_object<T>(detail::broadcast_bytes(detail::encode_object(value), root, name));
+  return detail::decode_object<T>(detail::broadcast_bytes(detail::encode_object(value), root, name),
+                                  detail::object_op("broadcast_object", name), "root rank " + std::to_string(root));
 }
 
 // Every rank's value, in rank order.
 template <class T>
 std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
   std::vector<T> out;
-  for (const auto& bytes : detail::allgather_bytes(detail::encode_object(value), name))
-    out.push_back(detail::decode_object<T>(bytes));
+  const auto all = detail::allgather_bytes(detail::encode_object(value), name);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    out.push_back(detail::decode_object<T>(all[r], detail::object_op("allgather_object", name),
+                                           "rank " + std::to_string(r)));
   return out;
 }
 
@@ -165,6 +183,9 @@ struct DistributedOptimizerOptions {
   Compression compression = Compression::None;  // FP16: floating gradients travel as float16
   ReduceOp op = ReduceOp::Average;              // Average or Sum
   double gradient_predivide_factor = 1.0;       // Average only: sum(g / f) * f / size
+  // Prefix of the gradients' collective names ("<name>.<parameter name>"): the same on every
+  // rank. Two optimizers whose allreduces can be in flight together need different names.
+  std::string name = "DistributedOptimizer";
 };
 
 // Wraps a torch::optim optimizer: a hook on each parameter's gradient accumulator starts that
@@ -193,7 +214,8 @@ class DistributedOptimizer {
   void synchronize();
   // synchronize() unless already done since the last backward, then the inner optimizer's step.
   void step();
-  // The inner optimizer's zero_grad(); an error while gradient allreduces are pending.
+  // The inner optimizer's zero_grad(); an error while gradient allreduces are pending or a
+  // partial accumulation (fewer than backward_passes_per_step passes) would be lost.
   void zero_grad();
 
   ::torch::optim::Optimizer& optimizer();
