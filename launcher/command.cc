@@ -1,37 +1,26 @@
 #include "command.h"
 
-#include <unistd.h>
+#include <arpa/inet.h>
 
 #include <algorithm>
-#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <sstream>
 
 #include "horovodcpp/horovod.h"
+#include "shell_words.h"
+#include "this_machine.h"
 
 namespace hvd::launcher {
 namespace {
-
-bool plain_name(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_';
-  });
-}
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
 
 // The hosts and the process count, checked against each other.
 void resolve_hosts(const LaunchOptions& o, LaunchPlan* plan, int* np) {
   if (!o.hosts.empty()) plan->hosts = parse_host_list(o.hosts);
   if (!o.hostfile.empty()) plan->hosts = read_hostfile(o.hostfile);
-  plan->local = plan->hosts.empty();
+  plan->local = all_on_this_machine(plan->hosts);
   *np = o.np;
-  if (plan->local) {
+  if (plan->hosts.empty()) {
     if (*np < 1) throw hvd::Error("-np is required (or -H/--hostfile to take it from the slots)");
     plan->hosts = {HostSlots{"localhost", *np}};
     return;
@@ -69,15 +58,39 @@ void add_mpirun_arguments(const LaunchOptions& o, const LaunchContext& ctx, int 
   for (const auto& k : plan->added) a.insert(a.end(), {"-x", k.first});
 }
 
-void add_srun_arguments(const LaunchOptions& o, int np, LaunchPlan* plan) {
+bool inside_slurm(const Environment& env) {
+  const char* job = find_env(env, "SLURM_JOB_ID");
+  return job != nullptr && *job != '\0';
+}
+
+// -np, or the allocation's task count (SLURM_NTASKS) when -np is not given.
+int slurm_task_count(const LaunchOptions& o, const Environment& env, std::string* source) {
+  if (o.np > 0) return o.np;
+  const char* tasks = find_env(env, "SLURM_NTASKS");
+  if (tasks == nullptr)
+    throw hvd::Error("-np is required: inside Slurm (SLURM_JOB_ID is set) but SLURM_NTASKS is "
+                     "not, so the task count is unknown");
+  errno = 0;
+  char* end = nullptr;
+  const long n = std::strtol(tasks, &end, 10);
+  if (*tasks == '\0' || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
+    throw hvd::Error("SLURM_NTASKS='" + std::string(tasks) + "' is not a whole number >= 1; give -np");
+  *source = ", -np " + std::to_string(n) + " from SLURM_NTASKS";
+  return static_cast<int>(n);
+}
+
+void add_srun_arguments(const LaunchOptions& o, const Environment& env, LaunchPlan* plan) {
+  std::string np_source;
+  const int np = slurm_task_count(o, env, &np_source);
   plan->launcher = "srun";
   plan->hosts.clear();
   plan->local = false;
-  plan->note = "inside a Slurm allocation (SLURM_JOB_ID=" + std::string(find_env(plan->child_env,
-               "SLURM_JOB_ID")) + "): running srun instead of mpirun";
-  // srun passes the whole environment (--export=ALL is its default), knobs included.
-  plan->argv = {"srun", "--ntasks=" + std::to_string(np), "--kill-on-bad-exit=1", "--label",
-                "--cpu-bind=none"};
+  plan->note = "inside a Slurm allocation (SLURM_JOB_ID=" + std::string(find_env(env, "SLURM_JOB_ID")) +
+               "): running srun instead of mpirun" + np_source;
+  // srun passes the whole environment (--export=ALL is its default), knobs included. With
+  // --quit-on-interrupt one forwarded SIGINT ends the step (srun's default only prints status).
+  plan->argv = {"srun", "--ntasks=" + std::to_string(np), "--kill-on-bad-exit=1",
+                "--quit-on-interrupt", "--label", "--cpu-bind=none"};
   if (!o.output_filename.empty())
     throw hvd::Error("--output-filename is not supported under srun; pass srun's --output "
                      "through --mpi-args");
@@ -87,37 +100,25 @@ void add_srun_arguments(const LaunchOptions& o, int np, LaunchPlan* plan) {
                              "settings and are ignored under srun");
 }
 
+// An interface name such as eth0, not an address or a CIDR subnet.
+bool interface_name(const std::string& item) {
+  unsigned char address[16];
+  return !item.empty() && item.find('/') == std::string::npos &&
+         inet_pton(AF_INET, item.c_str(), address) != 1 &&
+         inet_pton(AF_INET6, item.c_str(), address) != 1;
+}
+
+// NCCL takes interface names only (NCCL_SOCKET_IFNAME), so it is set, as horovodrun does, when
+// every item of --network-interfaces is one.
+void add_network_environment(const LaunchOptions& o, LaunchPlan* plan) {
+  if (o.network_interfaces.empty()) return;
+  std::stringstream items(o.network_interfaces);
+  for (std::string item; std::getline(items, item, ',');)
+    if (!interface_name(item)) return;
+  set_env(&plan->added, "NCCL_SOCKET_IFNAME", o.network_interfaces);
+}
+
 }  // namespace
-
-Environment environment_from(char** envp) {
-  Environment env;
-  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
-    std::string entry = *e;
-    auto eq = entry.find('=');
-    if (eq == std::string::npos) continue;
-    env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
-
-const char* find_env(const Environment& env, const std::string& name) {
-  for (const auto& [k, v] : env)
-    if (k == name) return v.c_str();
-  return nullptr;
-}
-
-std::vector<std::string> forwarded_names(const Environment& env) {
-  std::vector<std::string> names;
-  for (const auto& kv : env) {
-    const std::string& name = kv.first;
-    if (!plain_name(name) || name == "_" || name == "CUDA_VISIBLE_DEVICES" || name.rfind("BASH_FUNC_", 0) == 0)
-      continue;
-    names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
 
 LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   if (o.command.empty()) throw hvd::Error("missing program to run");
@@ -125,53 +126,19 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   LaunchPlan plan;
   plan.launcher = "mpirun";
   plan.added = o.knob_env;
-  plan.child_env = ctx.env;
-  for (const auto& [name, value] : plan.added) {
-    auto it = std::find_if(plan.child_env.begin(), plan.child_env.end(),
-                           [&](const auto& kv) { return kv.first == name; });
-    if (it != plan.child_env.end()) it->second = value;
-    else plan.child_env.emplace_back(name, value);
-  }
-  int np = 0;
-  resolve_hosts(o, &plan, &np);
-  const char* slurm_job = find_env(ctx.env, "SLURM_JOB_ID");
-  if (slurm_job != nullptr && *slurm_job != '\0' && o.hosts.empty() && o.hostfile.empty())
-    add_srun_arguments(o, np, &plan);
-  else
+  if (inside_slurm(ctx.env) && o.hosts.empty() && o.hostfile.empty()) {
+    add_srun_arguments(o, ctx.env, &plan);
+  } else {
+    int np = 0;
+    resolve_hosts(o, &plan, &np);
+    add_network_environment(o, &plan);
     add_mpirun_arguments(o, ctx, np, &plan);
-  for (auto& w : split_words(o.mpi_args)) plan.argv.push_back(w);
+  }
+  plan.child_env = ctx.env;
+  for (const auto& [name, value] : plan.added) set_env(&plan.child_env, name, value);
+  for (auto& w : split_shell_words(o.mpi_args, "--mpi-args")) plan.argv.push_back(w);
   plan.argv.insert(plan.argv.end(), o.command.begin(), o.command.end());
   return plan;
-}
-
-std::string shell_quote(const std::string& arg) {
-  const bool safe = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::string("@%_+=:,./-").find(static_cast<char>(c)) !=
-                                  std::string::npos;
-  });
-  if (safe) return arg;
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string format_command(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
-  return out;
-}
-
-std::string find_program(const std::string& program, const Environment& env) {
-  if (program.empty()) return {};
-  if (program.find('/') != std::string::npos)
-    return access(program.c_str(), X_OK) == 0 ? program : std::string();
-  const char* path = find_env(env, "PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string full = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(full.c_str(), X_OK) == 0) return full;
-  }
-  return {};
 }
 
 }  // namespace hvd::launcher

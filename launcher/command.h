@@ -1,13 +1,14 @@
 // Turns LaunchOptions into the exact argv hvdrun runs (mpirun, or srun inside a Slurm
-// allocation) and the environment the child gets. No side effects beyond reading a hostfile,
-// so tests check the argv without launching anything.
+// allocation) and the environment the child gets. No side effects beyond reading a hostfile
+// (and asking the system whether a host is this machine), so tests check the argv without
+// launching anything. Main thread only.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "environment.h"
 #include "hosts.h"
-#include "knobs.h"
 #include "launch_options.h"
 
 namespace hvd::launcher {
@@ -21,29 +22,17 @@ struct LaunchContext {
 struct LaunchPlan {
   std::string launcher;           // "mpirun" or "srun"
   std::vector<std::string> argv;  // argv[0] is the launcher, found through PATH
-  Environment added;              // HOROVOD_* set by knob flags (also in child_env)
+  Environment added;              // HOROVOD_* set by knob flags, NCCL_SOCKET_IFNAME set by
+                                  // --network-interfaces (also in child_env)
   Environment child_env;          // the launcher's whole environment
   std::vector<HostSlots> hosts;   // empty under srun
-  bool local = true;              // every rank on this machine (localhost)
-  std::string note;               // why srun was chosen, or empty
+  bool local = true;              // every rank on this machine (every host is this machine)
+  std::string note;               // why srun was chosen (and where -np came from), or empty
   std::vector<std::string> warnings;
 };
 
-Environment environment_from(char** envp);
-const char* find_env(const Environment& env, const std::string& name);
-
-// Names passed to mpirun with -x: every variable with a plain name, less CUDA_VISIBLE_DEVICES
-// (each host keeps its own) and exported shell functions (BASH_FUNC_*), sorted.
-std::vector<std::string> forwarded_names(const Environment& env);
-
 // Throws hvd::Error for inconsistent input (slots fewer than np, no -np and no hosts, ...).
+// Inside Slurm without -np, the task count comes from SLURM_NTASKS.
 LaunchPlan build_launch_plan(const LaunchOptions& options, const LaunchContext& context);
-
-// For --dry-run and --verbose only: the argv quoted as a POSIX shell would need it.
-std::string shell_quote(const std::string& arg);
-std::string format_command(const std::vector<std::string>& argv);
-
-// The full path of `program` (as execvp would find it through PATH), or "" when not found.
-std::string find_program(const std::string& program, const Environment& env);
 
 }  // namespace hvd::launcher

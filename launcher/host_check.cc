@@ -1,69 +1,36 @@
 #include "host_check.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <netdb.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
-#include <sstream>
-
 #include "horovodcpp/horovod.h"
-
-extern char** environ;
+#include "program_path.h"
+#include "shell_words.h"
+#include "spawn.h"
+#include "this_machine.h"
 
 namespace hvd::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // The value of an MCA parameter given in --mpi-args as "-mca NAME VALUE" or "--mca NAME VALUE".
 std::string mca_value(const std::string& mpi_args, const std::string& name) {
-  auto w = words(mpi_args);
+  auto w = split_shell_words(mpi_args, "--mpi-args");
   for (std::size_t i = 0; i + 2 < w.size(); ++i)
     if ((w[i] == "-mca" || w[i] == "--mca") && w[i + 1] == name) return w[i + 2];
   return {};
 }
 
-bool same_address(const sockaddr* a, const std::string& text) {
-  char buffer[INET6_ADDRSTRLEN] = {0};
-  const void* raw = a->sa_family == AF_INET
-                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr)
-                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
-  return inet_ntop(a->sa_family, raw, buffer, sizeof buffer) != nullptr && text == buffer;
-}
-
 pid_t spawn_check(const std::vector<std::string>& argv, const Environment& env) {
   const std::string path = find_program(argv[0], env);
   if (path.empty()) throw hvd::Error("--start-timeout: host check agent '" + argv[0] + "' not found in PATH");
-  std::vector<char*> c_argv;
-  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  c_argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setpgroup(&attr, 0);  // killed as a group on timeout
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, path.c_str(), &actions, &attr, c_argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw hvd::Error("cannot start " + path + ": " + std::strerror(rc));
-  return pid;
+  SpawnOptions options;
+  options.null_stdin_stdout = true;
+  options.own_process_group = true;  // killed as a group on timeout
+  options.parent_death_signal = SIGKILL;
+  return spawn_process(path, argv, env, options);
 }
 
 }  // namespace
@@ -75,7 +42,7 @@ std::vector<std::string> rsh_agent_command(const LaunchOptions& o, const Environ
     if (from_env != nullptr) agent = from_env;
   }
   agent = agent.substr(0, agent.find(':'));  // "ssh : rsh" means ssh, else rsh
-  auto argv = words(agent);
+  auto argv = split_shell_words(agent, "plm_rsh_agent");
   if (argv.empty()) argv = {"ssh"};
   const std::string& name = argv[0];
   if (name == "ssh" || (name.size() > 4 && name.compare(name.size() - 4, 4, "/ssh") == 0))
@@ -90,23 +57,6 @@ std::vector<std::string> host_check_argv(const LaunchOptions& o, const Environme
   if (!o.ssh_identity_file.empty()) argv.insert(argv.end(), {"-i", o.ssh_identity_file});
   argv.insert(argv.end(), {host, "true"});
   return argv;
-}
-
-bool is_this_machine(const std::string& host) {
-  if (host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") return true;
-  char name[256] = {0};
-  if (gethostname(name, sizeof name - 1) == 0) {
-    std::string own = name;
-    if (host == own || host == own.substr(0, own.find('.'))) return true;
-  }
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool mine = false;
-  for (ifaddrs* a = list; a != nullptr && !mine; a = a->ifa_next)
-    if (a->ifa_addr != nullptr && (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6))
-      mine = same_address(a->ifa_addr, host);
-  freeifaddrs(list);
-  return mine;
 }
 
 void check_hosts_reachable(const LaunchPlan& plan, const LaunchOptions& o,

@@ -20,11 +20,8 @@ std::vector<std::string> rsh_agent_command(const LaunchOptions& options, const E
 std::vector<std::string> host_check_argv(const LaunchOptions& options, const Environment& env,
                                          const std::string& host);
 
-// True for names this machine answers to (localhost, 127.x, its host name, its addresses):
-// mpirun starts those ranks itself, without the agent.
-bool is_this_machine(const std::string& host);
-
-// Throws hvd::Error naming every host that failed or did not answer within `timeout`.
+// Throws hvd::Error naming every host that failed or did not answer within `timeout`. Hosts
+// that are this machine are not checked (mpirun starts those ranks itself).
 void check_hosts_reachable(const LaunchPlan& plan, const LaunchOptions& options,
                            std::chrono::seconds timeout);
 

@@ -4,8 +4,9 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "environment.h"
 
 namespace CLI {
 class App;
@@ -13,8 +14,6 @@ class Option;
 }  // namespace CLI
 
 namespace hvd::launcher {
-
-using Environment = std::vector<std::pair<std::string, std::string>>;
 
 // Holds what CLI11 parsed for each knob flag; owned by the parser, filled by CLI::App::parse.
 class KnobFlags {

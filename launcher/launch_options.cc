@@ -2,8 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
 
 #include "horovodcpp/horovod.h"
+#include "hosts.h"
+#include "shell_words.h"
 
 namespace hvd::launcher {
 namespace {
@@ -15,22 +20,35 @@ constexpr const char* kFooter =
     "Examples:\n  hvdrun -np 4 ./train\n  hvdrun -np 8 -H node1:4,node2:4 --fusion-threshold-mb 64 "
     "./train --epochs 5\n  hvdrun -np 2 --dry-run ./train      (print the command, run nothing)";
 
-void add_launch_flags(CLI::App& app, LaunchOptions& o) {
+// Numeric flags as typed; converted by whole_number() so a bad value gets hvdrun's message.
+struct NumberTexts {
+  std::string np, ssh_port, start_timeout;
+};
+
+// horovodrun's single-dash names of more than one letter, which CLI11 cannot declare.
+const std::map<std::string, std::string>& single_dash_long_names() {
+  static const std::map<std::string, std::string> kNames = {{"-np", "--num-proc"},
+                                                            {"-cb", "--check-build"}};
+  return kNames;
+}
+
+void add_launch_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
   const char* hosts = "Hosts and processes";
-  app.add_option("--num-proc", o.np, "Number of processes (also -np).")
+  app.add_option("--num-proc", numbers.np, "Number of processes (also -np).")
       ->type_name("N")->group(hosts);
   app.add_option("-H,--hosts", o.hosts, "Hosts and slots: host1:2,host2:4 (default localhost:N).")
       ->type_name("HOSTS")->group(hosts);
   app.add_option("--hostfile", o.hostfile, "File with one 'HOST slots=N' per line; # comments.")
       ->type_name("FILE")->group(hosts);
-  app.add_option("-p,--ssh-port", o.ssh_port, "SSH port on the hosts.")
+  app.add_option("-p,--ssh-port", numbers.ssh_port, "SSH port on the hosts.")
       ->type_name("PORT")->group(hosts);
-  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file, "SSH identity (private key) file.")
+  app.add_option("-i,--ssh-identity-file", o.ssh_identity_file,
+                 "SSH identity (private key) file; its path may not contain whitespace.")
       ->type_name("FILE")->group(hosts);
   app.add_option("--network-interfaces", o.network_interfaces,
                  "Interfaces or subnets for MPI traffic, e.g. eth0 or 10.0.0.0/24 (comma-separated).")
       ->type_name("LIST")->group(hosts);
-  app.add_option("--start-timeout", o.start_timeout,
+  app.add_option("--start-timeout", numbers.start_timeout,
                  "Before launching, every other host must answer mpirun's ssh/rsh agent within "
                  "this many seconds (also sets Open MPI's orte_startup_timeout).")
       ->type_name("SECONDS")->group(hosts);
@@ -38,18 +56,23 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--output-filename", o.output_filename,
                  "Write each rank's output under this directory (mpirun --output-filename).")
       ->type_name("DIR")->group(run);
-  app.add_option("--mpi-args", o.mpi_args, "Extra arguments for mpirun (or srun), split on spaces.")
+  app.add_option("--mpi-args", o.mpi_args,
+                 "Extra arguments for mpirun (or srun), split into words as a shell would "
+                 "(quotes and backslashes; no expansion).")
       ->type_name("\"ARGS\"")->group(run);
   app.add_flag("--verbose", o.verbose, "Print the command before running it.")->group(run);
   app.add_flag("--dry-run", o.dry_run, "Print the command and the environment it adds, then exit.")
       ->group(run);
-  app.add_flag("--check-build", o.check_build, "List what this build contains and exit.")->group(run);
-  app.add_flag("--version", o.version, "Print the version and exit.")->group(run);
+  app.add_flag("--check-build", o.check_build, "List what this build contains and exit (also -cb).")
+      ->group(run);
+  app.add_flag("-v,--version", o.version, "Print the version and exit.")->group(run);
 }
 
 // The program begins at the first word that is neither a flag nor a flag's value; `--` also
-// ends hvdrun's flags. CLI11 cannot name a flag "-np", so it is rewritten to --num-proc here,
-// and values are attached (--name=value) so a value such as "-1" is never read as a flag.
+// ends hvdrun's flags. CLI11 cannot name a flag "-np" or "-cb", so they are rewritten to their
+// long names here, and values are attached (--name=value) so a value such as "-1" is never read
+// as a flag. An empty value is refused here (CLI11 would take the next word instead), except
+// for --mpi-args, where it adds nothing.
 void split_arguments(CLI::App& app, const std::vector<std::string>& args,
                      std::vector<std::string>* ours, std::vector<std::string>* command) {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -64,12 +87,13 @@ void split_arguments(CLI::App& app, const std::vector<std::string>& args,
     }
     std::string name, value;
     bool attached = false;
-    if (tok.rfind("--", 0) == 0 || tok == "-np" || tok.rfind("-np=", 0) == 0) {
+    const auto& long_names = single_dash_long_names();
+    if (tok.rfind("--", 0) == 0 || long_names.count(tok.substr(0, tok.find('='))) != 0) {
       auto eq = tok.find('=');
       name = tok.substr(0, eq);
       attached = eq != std::string::npos;
       if (attached) value = tok.substr(eq + 1);
-      if (name == "-np") name = "--num-proc";
+      if (long_names.count(name) != 0) name = long_names.at(name);
     } else {
       name = tok.substr(0, 2);
       attached = tok.size() > 2;
@@ -86,20 +110,46 @@ void split_arguments(CLI::App& app, const std::vector<std::string>& args,
       if (i + 1 >= args.size()) throw hvd::Error("flag " + tok + " needs a value");
       value = args[++i];
     }
+    if (value.empty()) {
+      if (opt->check_lname("hosts")) parse_host_list(value);  // throws: empty host list
+      if (opt->check_lname("mpi-args")) continue;
+      throw hvd::Error("flag " + tok.substr(0, tok.find('=')) + " needs a non-empty value");
+    }
     ours->push_back("--" + opt->get_lnames().front() + "=" + value);
   }
 }
 
+// `text` as a whole number in [min, max], else hvd::Error "FLAG 'TEXT': expected EXPECTED".
+int whole_number(const std::string& flag, const std::string& text, long min, long max,
+                 const std::string& expected) {
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  const bool digits = !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+  if (!digits || *end != '\0' || errno != 0 || v < min || v > max)
+    throw hvd::Error(flag + " '" + text + "': expected " + expected);
+  return static_cast<int>(v);
+}
+
+void convert_numbers(const CLI::App& app, const NumberTexts& n, LaunchOptions& o) {
+  if (app.count("--num-proc"))
+    o.np = whole_number("-np", n.np, 1, 1000000, "a whole number >= 1");
+  if (app.count("--ssh-port"))
+    o.ssh_port = whole_number("-p/--ssh-port", n.ssh_port, 1, 65535, "a port number 1..65535");
+  if (app.count("--start-timeout"))
+    o.start_timeout = whole_number("--start-timeout", n.start_timeout, 1, 1000000,
+                                   "a whole number of seconds >= 1");
+}
+
 void check_values(const CLI::App& app, const LaunchOptions& o) {
-  if (app.count("--num-proc") && o.np < 1)
-    throw hvd::Error("-np must be at least 1 (got " + std::to_string(o.np) + ")");
   if (!o.hosts.empty() && !o.hostfile.empty())
     throw hvd::Error("give either -H/--hosts or --hostfile, not both");
-  if (app.count("--ssh-port") && (o.ssh_port < 1 || o.ssh_port > 65535))
-    throw hvd::Error("-p/--ssh-port must be 1..65535 (got " + std::to_string(o.ssh_port) + ")");
-  if (app.count("--start-timeout") && o.start_timeout < 1)
-    throw hvd::Error("--start-timeout must be at least 1 second (got " +
-                     std::to_string(o.start_timeout) + ")");
+  // Open MPI splits plm_rsh_args on whitespace, so such a path would reach ssh as two words.
+  if (o.ssh_identity_file.find_first_of(" \t\n") != std::string::npos)
+    throw hvd::Error("-i/--ssh-identity-file '" + o.ssh_identity_file + "': the path contains "
+                     "whitespace, which Open MPI's plm_rsh_args would split; use a path without "
+                     "spaces (e.g. a symlink to the key)");
+  split_shell_words(o.mpi_args, "--mpi-args");  // throws for unbalanced quotes
   if (app.count("--network-interfaces") && o.network_interfaces.empty())
     throw hvd::Error("--network-interfaces needs at least one interface or subnet");
   if (o.command.empty() && !o.version && !o.check_build)
@@ -115,7 +165,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   app.footer(kFooter);
   // The usage line reads "Usage: hvdrun [-np N FLAGS...] PROGRAM [ARGS...]".
   app.get_formatter()->label("OPTIONS", "-np N FLAGS...] PROGRAM [ARGS...");
-  add_launch_flags(app, o);
+  NumberTexts numbers;
+  add_launch_flags(app, o, numbers);
   KnobFlags knobs;
   knobs.add_to(app);
 
@@ -130,6 +181,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     throw hvd::Error(e.what());
   }
+  convert_numbers(app, numbers, o);
   o.knob_env = knobs.environment();
   check_values(app, o);
   return result;

@@ -14,7 +14,7 @@ namespace hvd::launcher {
 constexpr int kUsageExitCode = 2;
 
 struct LaunchOptions {
-  int np = 0;  // 0: not given (then the total slots of -H/--hostfile)
+  int np = 0;  // 0: not given (then the total slots of -H/--hostfile, or SLURM_NTASKS under srun)
   std::string hosts;
   std::string hostfile;
   int ssh_port = 0;

@@ -9,6 +9,8 @@
 #include "host_check.h"
 #include "horovodcpp/horovod.h"
 #include "launch_options.h"
+#include "program_path.h"
+#include "shell_words.h"
 #include "supervisor.h"
 
 extern char** environ;
@@ -25,7 +27,8 @@ void print_plan(const LaunchPlan& plan, std::ostream& out) {
     out << "hvdrun: environment added: " << name << "=" << shell_quote(value) << "\n";
 }
 
-// Checks that fail before anything starts: the launcher and (when local) the program exist.
+// Checks that fail before anything starts: the launcher and (when every host is this machine)
+// the program exist.
 void check_programs(const LaunchPlan& plan, const std::string& program) {
   if (find_program(plan.launcher, plan.child_env).empty()) {
     if (plan.launcher == "srun")
@@ -66,11 +69,9 @@ int run(const std::vector<std::string>& args) {
   if (o.start_timeout > 0 && plan.launcher == "mpirun" && !plan.local)
     check_hosts_reachable(plan, o, std::chrono::seconds(o.start_timeout));
   RunOutcome outcome = run_supervised(plan.argv, plan.child_env);
-  if (outcome.exit_code != 0 && outcome.signal_forwarded == 0) {
-    std::string why = outcome.failed ? describe(*outcome.failed) : "a rank failed";
-    std::cerr << "hvdrun: " << why << "; " << plan.launcher << " ended the other ranks; exit code "
-              << outcome.exit_code << "\n";
-  }
+  if (outcome.exit_code != 0 && outcome.signal_forwarded == 0)
+    std::cerr << "hvdrun: " << failure_summary(outcome.report, plan.launcher, outcome.exit_code)
+              << "\n";
   return outcome.exit_code;
 }
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,10 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
-#include "command.h"
 #include "horovodcpp/horovod.h"
 #include "process_tree.h"
+#include "program_path.h"
+#include "spawn.h"
 
 namespace hvd::launcher {
 namespace {
@@ -46,37 +47,14 @@ int poll_timeout_ms(std::optional<Clock::time_point> deadline) {
 }
 
 // The child: its own process group (a terminal's Ctrl-C reaches hvdrun alone, which forwards
-// it once), default signal dispositions, an empty mask, and stderr into hvdrun's pipe.
+// it once), stderr into hvdrun's pipe, and SIGTERM when hvdrun dies (even by SIGKILL).
 pid_t spawn(const std::string& path, const std::vector<std::string>& argv, const Environment& env,
             int stderr_fd) {
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> c_argv, c_env;
-  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  for (const auto& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
-  c_argv.push_back(nullptr);
-  c_env.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaddset(&defaults, s);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, path.c_str(), &actions, &attr, c_argv.data(), c_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw hvd::Error("cannot start " + path + ": " + std::strerror(rc));
-  return pid;
+  SpawnOptions options;
+  options.stderr_fd = stderr_fd;
+  options.own_process_group = true;
+  options.parent_death_signal = SIGTERM;
+  return spawn_process(path, argv, env, options);
 }
 
 // State of one supervised launch, advanced by the event loop in run_supervised().
@@ -95,6 +73,7 @@ const char* signal_name(int signo) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
     default: return "a signal";
   }
 }
@@ -112,8 +91,11 @@ void on_stop_signal(Watch& w, int signo) {
   if (w.status) return;
   if (w.outcome.signal_forwarded == 0) {
     w.outcome.signal_forwarded = signo;
-    say(std::string("received ") + signal_name(signo) + ", forwarding it to " + w.name);
-    kill(w.pid, signo);
+    // mpirun and srun end their ranks on SIGTERM but dump core on SIGQUIT, leaving ranks behind.
+    const int forwarded = signo == SIGQUIT ? SIGTERM : signo;
+    say(std::string("received ") + signal_name(signo) + ", forwarding it to " + w.name +
+        (forwarded != signo ? std::string(" as ") + signal_name(forwarded) : std::string()));
+    kill(w.pid, forwarded);
     w.kill_deadline = Clock::now() + w.grace;
     return;
   }
@@ -183,7 +165,7 @@ RunOutcome run_supervised(const std::vector<std::string>& argv, const Environmen
   signal(SIGPIPE, SIG_IGN);  // a closed stderr must not kill the supervisor
   sigset_t handled, previous;
   sigemptyset(&handled);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, s);
   sigprocmask(SIG_BLOCK, &handled, &previous);
   const int sfd = signalfd(-1, &handled, SFD_CLOEXEC);
   int pipe_fds[2];
@@ -223,7 +205,7 @@ RunOutcome run_supervised(const std::vector<std::string>& argv, const Environmen
   end_leftovers(w);
   close(sfd);
   sigprocmask(SIG_SETMASK, &previous, nullptr);
-  w.outcome.failed = scanner.failed();
+  w.outcome.report = scanner.report();
   w.outcome.exit_code = exit_code_of(w);
   return w.outcome;
 }

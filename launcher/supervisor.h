@@ -1,16 +1,16 @@
 // Runs the launcher (mpirun or srun) from an argv vector and stays with it until it ends:
-// relays its stderr (finding the failed rank in it), forwards SIGINT/SIGTERM/SIGHUP once, and
-// SIGKILLs it and every process below it if it has not exited `grace` later. hvdrun becomes a
-// child subreaper first, so ranks orphaned by a dying mpirun are still found and ended.
+// relays its stderr (finding the failed rank in it), forwards SIGINT/SIGTERM/SIGHUP once (and
+// SIGQUIT, as SIGTERM), and SIGKILLs it and every process below it if it has not exited `grace`
+// later. hvdrun becomes a child subreaper first, so ranks orphaned by a dying mpirun are still
+// found and ended; the launcher gets SIGTERM if hvdrun itself is killed.
 // Runs on hvdrun's main thread; one supervised launch per process.
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "knobs.h"
+#include "environment.h"
 #include "rank_report.h"
 
 namespace hvd::launcher {
@@ -21,10 +21,10 @@ struct SupervisorOptions {
 
 struct RunOutcome {
   int exit_code = 0;              // what hvdrun exits with
-  int signal_forwarded = 0;       // the first SIGINT/SIGTERM/SIGHUP hvdrun received, or 0
+  int signal_forwarded = 0;       // the first SIGINT/SIGTERM/SIGHUP/SIGQUIT hvdrun received, or 0
   bool killed_after_grace = false;
   int leftovers_killed = 0;       // processes still alive after the launcher exited
-  std::optional<FailedRank> failed;
+  LaunchReport report;            // what the launcher's stderr said about a failure
 };
 
 // Throws hvd::Error when the program cannot be found or started.

@@ -14,8 +14,24 @@ expect_contains() {
   if grep -qF -- "$2" "$3"; then pass "$1"; else fail "$1: '$2' not in output:"; sed 's/^/    /' "$3"; fi
 }
 
+# hvdrun under a time limit, so a hang fails its check (exit code 124) within a minute and the
+# script's EXIT trap still cleans up. timeout forwards SIGTERM to hvdrun, which ends the ranks.
+HVD_CMD_LIMIT=${HVD_CMD_LIMIT:-60}
+limited() { timeout -k 5 "$HVD_CMD_LIMIT" "$@"; }
+run_hvdrun() { limited "$HVDRUN" "$@"; }
+
+# Waits for background job $1 at most $2 seconds, SIGKILLing it then; returns its exit status.
+wait_at_most() {
+  timeout "$2" tail --pid="$1" -s 0.1 -f /dev/null
+  kill -9 "$1" 2>/dev/null && echo "note: pid $1 still running after $2 s: killed"
+  wait "$1"
+}
+
 # Processes whose command line contains $1 (not this script's own pgrep).
 alive() { pgrep -f -- "$1" | grep -vx "$$" || true; }
+
+# Ends what a failed check left running: the processes whose command line has the unique tag $1.
+end_leftovers() { local p; for p in $(alive "$1"); do kill -KILL "$p" 2>/dev/null; done; }
 
 # Waits up to $2 seconds for no process to match $1; prints what is left otherwise.
 wait_gone() {

@@ -5,7 +5,7 @@ source "$(dirname "$0")/common.sh"
 expect_error() {  # what, expected message; then the command
   local what=$1 message=$2
   shift 2
-  "$@" >"$TMP/out" 2>&1
+  limited "$@" >"$TMP/out" 2>&1
   expect_eq "$what: exit code" 2 $?
   expect_contains "$what: message" "$message" "$TMP/out"
 }
@@ -13,13 +13,21 @@ expect_error() {  # what, expected message; then the command
 printf 'a slots=2\n# comment\n\nb slots=two\n' >"$TMP/bad_hosts"
 printf 'a slots=1\nb slots=1\n' >"$TMP/hosts"
 expect_error "unknown flag" "hvdrun: error: unknown flag '--frobnicate'" "$HVDRUN" --frobnicate -np 2 "$RANK_PROGRAM"
-expect_error "np 0" "-np must be at least 1 (got 0)" "$HVDRUN" -np 0 "$RANK_PROGRAM"
-expect_error "np -3" "-np must be at least 1 (got -3)" "$HVDRUN" -np -3 "$RANK_PROGRAM"
+expect_error "np 0" "hvdrun: error: -np '0': expected a whole number >= 1" "$HVDRUN" -np 0 "$RANK_PROGRAM"
+expect_error "np -3" "hvdrun: error: -np '-3': expected a whole number >= 1" "$HVDRUN" -np -3 "$RANK_PROGRAM"
+expect_error "np abc" "hvdrun: error: -np 'abc': expected a whole number >= 1" "$HVDRUN" -np abc "$RANK_PROGRAM"
+expect_error "empty -H" "hvdrun: error: -H/--hosts: empty host list (expected host:slots,...)" "$HVDRUN" -H "" "$RANK_PROGRAM"
+expect_error "-i with a space" "hvdrun: error: -i/--ssh-identity-file '/k/my key': the path contains whitespace" "$HVDRUN" -np 2 -H n1:2 -i "/k/my key" "$RANK_PROGRAM"
+expect_error "--mpi-args unclosed quote" "hvdrun: error: --mpi-args '-x \"A=b': an unclosed double quote" "$HVDRUN" -np 2 --mpi-args '-x "A=b' "$RANK_PROGRAM"
 expect_error "no -np" "-np is required" "$HVDRUN" "$RANK_PROGRAM"
 expect_error "slots fewer than np" "-np 3 needs 3 slots but the hosts give 2 (a:1,b:1)" "$HVDRUN" -np 3 -H a:1,b:1 "$RANK_PROGRAM"
 expect_error "hostfile slots fewer than np" "-np 4 needs 4 slots but the hosts give 2" "$HVDRUN" -np 4 --hostfile "$TMP/hosts" "$RANK_PROGRAM"
 expect_error "missing program" "missing program to run" "$HVDRUN" -np 2
 expect_error "program not found" "program 'no-such-program-hvd' not found" "$HVDRUN" -np 2 no-such-program-hvd
+# Hosts that are all this machine: the program is checked too (mpirun would start it here).
+printf 'localhost slots=2\n' >"$TMP/local_hosts"
+expect_error "program not found, -H localhost:2" "program 'no-such-program-hvd' not found" "$HVDRUN" -H localhost:2 no-such-program-hvd
+expect_error "program not found, local hostfile" "program 'no-such-program-hvd' not found" "$HVDRUN" --hostfile "$TMP/local_hosts" no-such-program-hvd
 expect_error "malformed hostfile" "hostfile $TMP/bad_hosts line 4: bad slot count 'two'" "$HVDRUN" -np 2 --hostfile "$TMP/bad_hosts" "$RANK_PROGRAM"
 expect_error "missing hostfile" "cannot read hostfile $TMP/none" "$HVDRUN" -np 2 --hostfile "$TMP/none" "$RANK_PROGRAM"
 expect_error "bad -H" "bad slot count 'x' for host 'a'" "$HVDRUN" -np 2 -H a:x "$RANK_PROGRAM"
@@ -27,12 +35,17 @@ expect_error "mpirun not found" "mpirun not found in PATH" env PATH="$TMP/empty"
 expect_error "bad knob flag" "--cycle-time-ms 'soon': HOROVOD_CYCLE_TIME='soon' is not valid" "$HVDRUN" -np 2 --cycle-time-ms soon "$RANK_PROGRAM"
 expect_error "bad inherited knob" "HOROVOD_CACHE_CAPACITY='many' is not valid" env HOROVOD_CACHE_CAPACITY=many "$HVDRUN" -np 2 "$RANK_PROGRAM"
 
-"$HVDRUN" --version >"$TMP/version" 2>&1
-expect_eq "--version exit code" 0 $?
-expect_eq "--version" "hvdrun (horovodcpp) ${HVD_EXPECT_VERSION}" "$(cat "$TMP/version")"
+for flag in --version -v; do
+  run_hvdrun $flag >"$TMP/version" 2>&1
+  expect_eq "$flag exit code" 0 $?
+  expect_eq "$flag" "hvdrun (horovodcpp) ${HVD_EXPECT_VERSION}" "$(cat "$TMP/version")"
+done
 
-"$HVDRUN" --check-build >"$TMP/build" 2>&1
+run_hvdrun -cb >"$TMP/build_short" 2>&1
+expect_eq "-cb exit code" 0 $?
+run_hvdrun --check-build >"$TMP/build" 2>&1
 expect_eq "--check-build exit code" 0 $?
+expect_eq "-cb prints what --check-build prints" "$(cat "$TMP/build")" "$(cat "$TMP/build_short")"
 mark() { [ "$1" = ON ] && echo "[X]" || echo "[ ]"; }
 expect_contains "--check-build MPI" "[X] MPI" "$TMP/build"
 expect_contains "--check-build NCCL" "$(mark "$HVD_EXPECT_CUDA") NCCL" "$TMP/build"
@@ -40,7 +53,7 @@ expect_contains "--check-build CUDA" "$(mark "$HVD_EXPECT_CUDA") CUDA" "$TMP/bui
 expect_contains "--check-build LibTorch" "$(mark "$HVD_EXPECT_TORCH") LibTorch" "$TMP/build"
 expect_contains "--check-build timeline" "[X] Timeline" "$TMP/build"
 
-"$HVDRUN" --help >"$TMP/help" 2>&1
+run_hvdrun --help >"$TMP/help" 2>&1
 expect_eq "--help exit code" 0 $?
 for flag in fusion-threshold-mb cycle-time-ms cache-capacity timeline-filename timeline-mark-cycles \
   no-stall-check stall-check-warning-time-seconds stall-check-shutdown-time-seconds \

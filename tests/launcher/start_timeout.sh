@@ -8,7 +8,7 @@ printf '#!/bin/sh\nexec %s 600\n' "$TMP/hvd_hung_agent_$$" >"$TMP/hung_agent.sh"
 chmod +x "$TMP/hung_agent.sh"
 start=$SECONDS
 # 192.0.2.0/24 is TEST-NET-1: never this machine, and the agent never contacts it anyway.
-"$HVDRUN" -np 1 -H 192.0.2.10:1 --start-timeout 2 --mpi-args "-mca plm_rsh_agent $TMP/hung_agent.sh" \
+run_hvdrun -np 1 -H 192.0.2.10:1 --start-timeout 2 --mpi-args "-mca plm_rsh_agent $TMP/hung_agent.sh" \
   "$RANK_PROGRAM" info >"$TMP/out" 2>&1
 expect_eq "hung host: exit code" 2 $?
 took=$((SECONDS - start))
@@ -18,13 +18,13 @@ wait_gone "hvd_hung_agent_$$" 2 && pass "hung host: agent ended" || fail "hung h
 
 printf '#!/bin/sh\nexit 255\n' >"$TMP/refusing_agent.sh"
 chmod +x "$TMP/refusing_agent.sh"
-"$HVDRUN" -np 1 -H 192.0.2.11:1 --start-timeout 5 --mpi-args "-mca plm_rsh_agent $TMP/refusing_agent.sh" \
+run_hvdrun -np 1 -H 192.0.2.11:1 --start-timeout 5 --mpi-args "-mca plm_rsh_agent $TMP/refusing_agent.sh" \
   "$RANK_PROGRAM" info >"$TMP/out" 2>&1
 expect_eq "refusing host: exit code" 2 $?
 expect_contains "refusing host: names the host" "cannot reach 192.0.2.11 (the check failed)" "$TMP/out"
 
 # Local hosts are not checked: mpirun starts those ranks itself.
-"$HVDRUN" -np 2 -H localhost:2 --start-timeout 5 "$RANK_PROGRAM" info st >"$TMP/out" 2>&1
+run_hvdrun -np 2 -H localhost:2 --start-timeout 5 "$RANK_PROGRAM" info st >"$TMP/out" 2>&1
 expect_eq "localhost with --start-timeout: exit code" 0 $?
 expect_eq "localhost with --start-timeout: ranks ran" 2 "$(grep -c 'RANKINFO tag=st' "$TMP/out")"
 finish

@@ -6,8 +6,12 @@
 #include <fstream>
 
 #include "command.h"
+#include "core/settings.h"
 #include "horovodcpp/horovod.h"
 #include "host_check.h"
+#include "program_path.h"
+#include "shell_words.h"
+#include "this_machine.h"
 
 using namespace hvd::launcher;
 using Args = std::vector<std::string>;
@@ -71,15 +75,64 @@ TEST_CASE("mpirun flags: output, ssh, interfaces, start timeout, --mpi-args") {
         concat({kRootLocal4, {"-mca", "plm_rsh_args", "-i /k/id_rsa"}, kForwarded, {"prog"}}));
   CHECK(plan_for({"-np", "4", "-p", "22", "-i", "/k/id", "prog"}).argv ==
         concat({kRootLocal4, {"-mca", "plm_rsh_args", "-p 22 -i /k/id"}, kForwarded, {"prog"}}));
-  CHECK(plan_for({"-np", "4", "--network-interfaces", "eth1,10.1.0.0/16", "prog"}).argv ==
-        concat({kRootLocal4,
-                {"-mca", "btl_tcp_if_include", "eth1,10.1.0.0/16", "-mca", "oob_tcp_if_include",
-                 "eth1,10.1.0.0/16"},
-                kForwarded, {"prog"}}));
+  // Subnets (or a mix): MPI only; NCCL takes interface names, so NCCL_SOCKET_IFNAME stays unset.
+  auto mixed = plan_for({"-np", "4", "--network-interfaces", "eth1,10.1.0.0/16", "prog"});
+  CHECK(mixed.argv == concat({kRootLocal4,
+                              {"-mca", "btl_tcp_if_include", "eth1,10.1.0.0/16", "-mca",
+                               "oob_tcp_if_include", "eth1,10.1.0.0/16"},
+                              kForwarded, {"prog"}}));
+  CHECK(mixed.added.empty());
+  CHECK(find_env(mixed.child_env, "NCCL_SOCKET_IFNAME") == nullptr);
   CHECK(plan_for({"-np", "4", "--start-timeout", "45", "prog"}).argv ==
         concat({kRootLocal4, {"-mca", "orte_startup_timeout", "45"}, kForwarded, {"prog"}}));
   CHECK(plan_for({"-np", "4", "--mpi-args", "  --mca btl tcp,self\t-report-bindings ", "prog"}).argv ==
         concat({kRootLocal4, kForwarded, {"--mca", "btl", "tcp,self", "-report-bindings", "prog"}}));
+}
+
+TEST_CASE("--network-interfaces with interface names also sets NCCL_SOCKET_IFNAME, as horovodrun") {
+  Environment env = kEnv;
+  env.emplace_back("NCCL_SOCKET_IFNAME", "lo");  // the flag wins over the inherited value
+  auto plan = plan_for({"-np", "4", "--network-interfaces", "eth1,ib0", "prog"}, env);
+  CHECK(plan.argv == concat({kRootLocal4,
+                             {"-mca", "btl_tcp_if_include", "eth1,ib0", "-mca",
+                              "oob_tcp_if_include", "eth1,ib0"},
+                             kForwarded, {"-x", "NCCL_SOCKET_IFNAME", "prog"}}));
+  CHECK(plan.added == Environment{{"NCCL_SOCKET_IFNAME", "eth1,ib0"}});
+  CHECK(std::string(find_env(plan.child_env, "NCCL_SOCKET_IFNAME")) == "eth1,ib0");
+  for (const char* not_names : {"10.0.0.0/24", "10.0.0.5", "fe80::1"})
+    CHECK(plan_for({"-np", "1", "--network-interfaces", not_names, "p"}).added.empty());
+}
+
+TEST_CASE("every knob flag: the exact argv and the variable it adds") {
+  struct Case {
+    Args flag;
+    std::string env, value;
+  };
+  const std::vector<Case> cases = {
+      {{"--fusion-threshold-mb", "32"}, "HOROVOD_FUSION_THRESHOLD", "33554432"},
+      {{"--cycle-time-ms", "2.5"}, "HOROVOD_CYCLE_TIME", "2.5"},
+      {{"--cache-capacity", "7"}, "HOROVOD_CACHE_CAPACITY", "7"},
+      {{"--timeline-filename", "/tmp/t l.json"}, "HOROVOD_TIMELINE", "/tmp/t l.json"},
+      {{"--timeline-mark-cycles"}, "HOROVOD_TIMELINE_MARK_CYCLES", "1"},
+      {{"--timeline-all-ranks"}, "HOROVOD_TIMELINE_ALL_RANKS", "1"},
+      {{"--no-stall-check"}, "HOROVOD_STALL_CHECK_DISABLE", "1"},
+      {{"--stall-check-warning-time-seconds", "30"}, "HOROVOD_STALL_CHECK_TIME_SECONDS", "30"},
+      {{"--stall-check-shutdown-time-seconds", "90"}, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "90"},
+      {{"--hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+      {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
+      {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},
+  };
+  std::size_t with_flag = 0;
+  for (const auto& spec : hvd::detail::setting_specs()) with_flag += spec.flag[0] != '\0';
+  CHECK(cases.size() == with_flag);  // a new flag in the settings table needs a case here
+  for (const auto& c : cases) {
+    INFO(c.flag.front());
+    auto plan = plan_for(concat({{"-np", "4"}, c.flag, {"prog", "x"}}));
+    CHECK(plan.argv == concat({kRootLocal4, kForwarded, {"-x", c.env, "prog", "x"}}));
+    CHECK(plan.added == Environment{{c.env, c.value}});
+    REQUIRE(find_env(plan.child_env, c.env) != nullptr);
+    CHECK(std::string(find_env(plan.child_env, c.env)) == c.value);
+  }
 }
 
 TEST_CASE("knob flags: set in the child environment and exported with -x") {
@@ -123,8 +176,22 @@ TEST_CASE("hosts from -H and --hostfile; -np defaults to the slots") {
   std::ofstream(path) << "# test\nn1 slots=2\nn2 slots=3\n";
   auto from_file = plan_for({"--hostfile", path, "-np", "5", "prog"});
   std::remove(path.c_str());
-  CHECK(from_file.argv[5] == "n1:2,n2:3");
-  CHECK(from_file.argv[3] == "5");
+  CHECK(from_file.argv == concat({{"mpirun", "--allow-run-as-root", "-np", "5", "-H", "n1:2,n2:3",
+                                   "-bind-to", "none", "-map-by", "slot", "--tag-output"},
+                                  kForwarded, {"prog"}}));
+  CHECK_FALSE(from_file.local);
+}
+
+TEST_CASE("hosts that are all this machine count as a local launch (the program is checked)") {
+  CHECK(plan_for({"-H", "localhost:2", "prog"}).local);
+  CHECK(plan_for({"-H", "localhost:1,127.0.0.1:1", "prog"}).local);
+  CHECK_FALSE(plan_for({"-H", "localhost:1,192.0.2.7:1", "prog"}).local);
+  const std::string path = "/tmp/hvd_launcher_local_hostfile_" + std::to_string(getpid());
+  std::ofstream(path) << "localhost slots=3\n";
+  auto plan = plan_for({"--hostfile", path, "prog"});
+  std::remove(path.c_str());
+  CHECK(plan.local);
+  CHECK(plan.argv[3] == "3");
 }
 
 TEST_CASE("slots fewer than np, and no -np without hosts, are errors") {
@@ -143,14 +210,44 @@ TEST_CASE("inside a Slurm allocation hvdrun runs srun with the task count") {
                        env);
   CHECK(plan.launcher == "srun");
   CHECK_THAT(plan.note, Catch::Contains("SLURM_JOB_ID=4242") && Catch::Contains("srun"));
-  CHECK(plan.argv == Args{"srun", "--ntasks=8", "--kill-on-bad-exit=1", "--label",
-                          "--cpu-bind=none", "--mpi=pmix", "prog", "x"});
+  CHECK(plan.argv == Args{"srun", "--ntasks=8", "--kill-on-bad-exit=1", "--quit-on-interrupt",
+                          "--label", "--cpu-bind=none", "--mpi=pmix", "prog", "x"});
   CHECK(std::string(find_env(plan.child_env, "HOROVOD_FUSION_THRESHOLD")) == "1048576");
   // Explicit hosts still mean mpirun.
   CHECK(plan_for({"-np", "2", "-H", "a:2", "prog"}, env).launcher == "mpirun");
   CHECK_THAT(plan_error({"-np", "2", "--output-filename", "o", "prog"}, env),
              Catch::Contains("not supported under srun"));
   CHECK(plan_for({"-np", "2", "-p", "22", "prog"}, env).warnings.size() == 1);
+  // --network-interfaces is ignored under srun, NCCL_SOCKET_IFNAME included.
+  CHECK(plan_for({"-np", "2", "--network-interfaces", "eth0", "prog"}, env).added.empty());
+}
+
+TEST_CASE("inside Slurm -np defaults to SLURM_NTASKS, and the note says so") {
+  Environment env = kEnv;
+  env.emplace_back("SLURM_JOB_ID", "77");
+  CHECK_THAT(plan_error({"prog"}, env), Catch::Contains("-np is required") &&
+                                            Catch::Contains("SLURM_NTASKS is not"));
+  env.emplace_back("SLURM_NTASKS", "6");
+  auto plan = plan_for({"prog"}, env);
+  CHECK(plan.argv == Args{"srun", "--ntasks=6", "--kill-on-bad-exit=1", "--quit-on-interrupt",
+                          "--label", "--cpu-bind=none", "prog"});
+  CHECK(plan.note == "inside a Slurm allocation (SLURM_JOB_ID=77): running srun instead of "
+                     "mpirun, -np 6 from SLURM_NTASKS");
+  auto explicit_np = plan_for({"-np", "2", "prog"}, env);  // -np wins, and no note about it
+  CHECK(explicit_np.argv[1] == "--ntasks=2");
+  CHECK(explicit_np.note == "inside a Slurm allocation (SLURM_JOB_ID=77): running srun instead of mpirun");
+  env.back().second = "6(x2)";
+  CHECK_THAT(plan_error({"prog"}, env), Catch::Contains("SLURM_NTASKS='6(x2)' is not a whole number"));
+}
+
+TEST_CASE("--mpi-args is split as a shell would: quotes and backslashes") {
+  auto plan = plan_for({"-np", "4", "--mpi-args",
+                        R"(--mca plm_rsh_agent "/opt/my agent.sh" -x 'A=b c' d\ e "q\"x")", "prog"});
+  CHECK(plan.argv == concat({kRootLocal4, kForwarded,
+                             {"--mca", "plm_rsh_agent", "/opt/my agent.sh", "-x", "A=b c", "d e",
+                              "q\"x", "prog"}}));
+  CHECK_THAT(plan_error({"-np", "1", "--mpi-args", "--mca x 'y", "prog"}),
+             Catch::Contains("--mpi-args '--mca x 'y': an unclosed single quote"));
 }
 
 TEST_CASE("forwarded names skip CUDA_VISIBLE_DEVICES, shell functions and odd names") {
@@ -159,16 +256,13 @@ TEST_CASE("forwarded names skip CUDA_VISIBLE_DEVICES, shell functions and odd na
   CHECK(forwarded_names(env) == Args{"A_1", "B"});
 }
 
-TEST_CASE("display quoting and PATH lookup") {
-  CHECK(shell_quote("plain-arg_1.x/y:z") == "plain-arg_1.x/y:z");
-  CHECK(shell_quote("a b") == "'a b'");
-  CHECK(shell_quote("it's") == "'it'\\''s'");
-  CHECK(shell_quote("") == "''");
-  CHECK(format_command({"mpirun", "-x", "A", "a;b"}) == "mpirun -x A 'a;b'");
+TEST_CASE("PATH lookup") {
   CHECK(find_program("sh", {{"PATH", "/nonexistent:/bin:/usr/bin"}}).find("/sh") != std::string::npos);
   CHECK(find_program("sh", {{"PATH", "/nonexistent"}}).empty());
   CHECK(find_program("/bin/sh", {}) == "/bin/sh");
   CHECK(find_program("/nonexistent/sh", {}).empty());
+  CHECK(find_program("/tmp", {}).empty());            // a directory is not a program
+  CHECK(find_program("passwd", {{"PATH", "/etc"}}).empty());  // not executable
 }
 
 TEST_CASE("--start-timeout host check uses mpirun's agent and rsh arguments") {
@@ -181,6 +275,11 @@ TEST_CASE("--start-timeout host check uses mpirun's agent and rsh arguments") {
   Environment env = kEnv;
   env.emplace_back("OMPI_MCA_plm_rsh_agent", "rsh : ssh");
   CHECK(rsh_agent_command(parse_command_line({"-np", "1", "p"}).options, env) == Args{"rsh"});
+  // A quoted agent with its own arguments (Open MPI splits the agent on spaces, as here).
+  auto quoted = parse_command_line({"-np", "2", "-H", "n1:2", "--mpi-args",
+                                    "--mca plm_rsh_agent 'ssh -q' --mca btl tcp,self", "p"}).options;
+  CHECK(host_check_argv(quoted, kEnv, "n1") ==
+        Args{"ssh", "-o", "BatchMode=yes", "-q", "n1", "true"});
   CHECK(is_this_machine("localhost"));
   CHECK(is_this_machine("127.0.0.1"));
   CHECK_FALSE(is_this_machine("192.0.2.77"));  // TEST-NET-1, never a local address
