@@ -38,8 +38,9 @@ AR="$EX/allreduce_benchmark"
 
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = "0" ] && MPIRUN+=(--allow-run-as-root)
-# Open MPI busy-polls in blocking calls by default; leave that as a user gets it (the raw peer
-# is measured as it runs out of the box).
+# Open MPI busy-polls in blocking calls by default. hvd::init() turns on mpi_yield_when_idle
+# when it initializes MPI (unless the user set it); the benchmarks initialize MPI themselves and
+# set the same default, so the raw peer and the runtime run under one setting.
 
 # Per-benchmark arguments: the full run, or the smoke run.
 if [ "$QUICK" = 1 ]; then
@@ -116,7 +117,7 @@ write_note() {
   echo "- $(mpirun --version 2>/dev/null | head -1); $(c++ --version | head -1)"
   echo "- LibTorch: $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo 'version unknown') (CPU)"
   echo "- horovodcpp commit $commit ($dirty paths modified or untracked), build type $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")"
-  echo "- mpirun flags: \`${MPIRUN[*]}\` (Open MPI's default busy-polling left on, as a user gets it)"
+  echo "- mpirun flags: \`${MPIRUN[*]}\`; every process runs with \`OMPI_MCA_mpi_yield_when_idle=1\` (what \`hvd::init()\` sets when it initializes MPI), raw peer included"
   echo
   cat <<'METHOD'
 ## Method
@@ -158,10 +159,13 @@ write_note() {
 - **Synthetic training** (`examples/synthetic_benchmark`): Horovod's synthetic benchmark in C++.
   One fixed random batch; SGD with momentum. `hvd`: `hvd::torch::DistributedOptimizer`;
   `gloo`: c10d Gloo allreduce of each gradient after backward, one at a time, then divide by
-  size; `none`: no communication (the upper bound). Each variant has its own model copy with the
-  same initial weights; iterations of the three variants take turns after a barrier. Img/sec per
-  rank is the mean over iterations with Horovod's interval (1.96 standard deviations); the total
-  adds the ranks.
+  size; `sync`: no communication but a barrier after each backward, so the ranks wait for one
+  another as every synchronous data-parallel step must; `none`: no communication and no waiting
+  (the upper bound). `none` adds ranks that run at their own pace: when one core of the machine
+  runs slower than the other, no synchronous method can reach it, and `sync` shows what waiting
+  alone costs. Each variant has its own model copy with the same initial weights; iterations of
+  the variants take turns after a barrier. Img/sec per rank is the mean over iterations with
+  Horovod's interval (1.96 standard deviations); the total adds the ranks.
 
 METHOD
   cat "$SECTIONS"

@@ -14,6 +14,8 @@ void check(int code, const char* call) {
   if (code != MPI_SUCCESS) throw std::runtime_error(mpi_error_message(call, code));
 }
 
+constexpr const char* kYieldVariable = "OMPI_MCA_mpi_yield_when_idle";
+
 int fake_local_size(int size) {
   const char* raw = std::getenv("HVD_TEST_FAKE_LOCAL_SIZE");
   if (raw == nullptr || *raw == '\0') return 0;
@@ -32,6 +34,11 @@ MpiWorld::MpiWorld() {
   MPI_Initialized(&initialized);
   int provided = 0;
   if (!initialized) {
+    // Open MPI busy-polls inside blocking calls. The background thread shares the cores with
+    // training, and a rank spinning in a collective starves the threads its peers need: on 2
+    // cores training ran ~40% slower (docs/benchmarks.md). Yield while waiting, unless the user
+    // chose otherwise.
+    setenv(kYieldVariable, "1", /*overwrite=*/0);
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     initialized_mpi_ = true;
   } else {

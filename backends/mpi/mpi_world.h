@@ -43,7 +43,7 @@ class MpiWorld final : public World {
   // kAllreducePieceBytes: Open MPI 4.1's allreduce slows down several-fold on single calls of
   // tens of MB on shared memory (docs/benchmarks.md measures it), while pieces run at full speed.
   Status allreduce_in_pieces(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, MPI_Comm comm) const;
-  static constexpr std::int64_t kAllreducePieceBytes = std::int64_t{8} << 20;
+  static constexpr std::int64_t kAllreducePieceBytes = std::int64_t{4} << 20;
 
  private:
   bool initialized_mpi_ = false;

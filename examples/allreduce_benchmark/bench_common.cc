@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
@@ -17,6 +18,9 @@
 namespace hvd::bench {
 
 Session::Session(int* argc, char*** argv, bool start_runtime) {
+  // The Open MPI setting the runtime chooses when it initializes MPI itself (mpi_world.cc), so
+  // the raw-MPI peer and the runtime run under the same one.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE) {

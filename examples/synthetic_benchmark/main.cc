@@ -6,11 +6,13 @@
 //   gloo  plain SGD, then c10d ProcessGroupGloo allreduce of each gradient after backward, one
 //         at a time, as LibTorch's distributed example does
 //   none  plain SGD, no communication: the upper bound
-//   all   the three in one launch, iteration by iteration in turn, with the ratios
+//   sync  plain SGD and a barrier after each batch: no gradient traffic, but the ranks wait for
+//         one another as any synchronous data-parallel step must (what that alone costs)
+//   all   hvd, gloo, sync and none in one launch, iteration by iteration in turn, with ratios
 //
 //   mpirun -np 2 ./synthetic_benchmark [--model resnet20|resnet18|resnet50] [--batch-size 32]
 //       [--num-warmup-batches 10] [--num-batches-per-iter 10] [--num-iters 10]
-//       [--fp16-allreduce] [--no-cuda] [--threads N] [--comm hvd|gloo|none|all]
+//       [--fp16-allreduce] [--no-cuda] [--threads N] [--comm hvd|gloo|none|sync|all]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -104,10 +106,12 @@ std::unique_ptr<Variant> Benchmark::make_variant(const std::string& mode) {
   }
   sgd_optimizers_.push_back(std::make_unique<torch::optim::SGD>(v->spec.model->parameters(), sgd));
   auto* opt = sgd_optimizers_.back().get();
-  if (mode == "none") {
-    v->batch = [this, raw, opt] {
+  if (mode == "none" || mode == "sync") {
+    const bool sync = mode == "sync";
+    v->batch = [this, raw, opt, sync] {
       opt->zero_grad();
       batch_with_loss(*raw, [](torch::Tensor loss) { loss.backward(); });
+      if (sync) hvd::bench::quiet_barrier(session_.comm());
       opt->step();
     };
     return v;
@@ -198,7 +202,8 @@ void Benchmark::report() {
       if (variants_[k]->mode == mode) return totals[k];
     return -1.0;
   };
-  const double none = total_of("none"), hvd_total = total_of("hvd"), gloo = total_of("gloo");
+  const double none = total_of("none"), hvd_total = total_of("hvd"), gloo = total_of("gloo"),
+               sync = total_of("sync");
   for (std::size_t k = 0; k < variants_.size(); ++k)
     table.add({variants_[k]->mode, per_rank[k], total_cells[k], none > 0 ? fixed(totals[k] / none, 3) + "x" : "",
                hvd_total > 0 ? fixed(hvd_total / totals[k], 3) + "x" : ""});
@@ -209,6 +214,9 @@ void Benchmark::report() {
                            std::to_string(config_.batch_size) + "): hvd / ";
   if (n == 2 && none > 0 && hvd_total > 0) hvd::bench::report_target(what + "no communication", hvd_total / none, 0.95, true, "x");
   if (n == 2 && gloo > 0 && hvd_total > 0) hvd::bench::report_target(what + "gloo after backward", hvd_total / gloo, 1.3, true, "x");
+  if (sync > 0 && none > 0 && hvd_total > 0)
+    std::printf("\nSynchronizing the ranks alone (sync) reaches %.3fx of none; hvd reaches %.3fx of sync.\n",
+                sync / none, hvd_total / sync);
 }
 
 Config parse(const hvd::bench::Args& args) {
@@ -224,9 +232,9 @@ Config parse(const hvd::bench::Args& args) {
   c.threads = static_cast<int>(args.get_int("--threads", std::max(1, cores / std::max(1, hvd::local_size()))));
   const std::string comm = args.get("--comm", "hvd");
   args.reject_unknown();
-  if (comm == "all") c.modes = {"hvd", "gloo", "none"};
-  else if (comm == "hvd" || comm == "gloo" || comm == "none") c.modes = {comm};
-  else throw std::invalid_argument("--comm: '" + comm + "' is not hvd, gloo, none or all");
+  if (comm == "all") c.modes = {"hvd", "gloo", "sync", "none"};
+  else if (comm == "hvd" || comm == "gloo" || comm == "none" || comm == "sync") c.modes = {comm};
+  else throw std::invalid_argument("--comm: '" + comm + "' is not hvd, gloo, none, sync or all");
   if (c.batch_size < 1 || c.warmup_batches < 0 || c.batches_per_iter < 1 || c.iters < 1 || c.threads < 1)
     throw std::invalid_argument("need --batch-size, --num-batches-per-iter, --num-iters, --threads >= 1 and "
                                 "--num-warmup-batches >= 0");
@@ -240,7 +248,7 @@ int main(int argc, char** argv) {
   if (args.flag("--help")) {
     std::puts("usage: mpirun -np N synthetic_benchmark [--model resnet20|resnet18|resnet50] [--batch-size B] "
               "[--num-warmup-batches W] [--num-batches-per-iter K] [--num-iters I] [--fp16-allreduce] [--no-cuda] "
-              "[--threads T] [--comm hvd|gloo|none|all]");
+              "[--threads T] [--comm hvd|gloo|none|sync|all]");
     return 0;
   }
   hvd::bench::Session session(&argc, &argv);

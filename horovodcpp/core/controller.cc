@@ -101,7 +101,9 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
                                         const std::vector<int>& invalid_slots) {
   const std::size_t slots = cache_.slot_count();
   const std::size_t words = (slots + 63) / 64;
-  std::vector<std::uint64_t> bits(1 + 2 * words, 0);
+  // [flags | invalid slots | pending slots] travel inverted (their AND is the OR), then the
+  // ready bits plainly (their AND says which slots every rank has submitted).
+  std::vector<std::uint64_t> bits(1 + 3 * words, 0);
   std::uint64_t flags = 0;
   if (any_uncached) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
@@ -113,8 +115,9 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
     flags |= kFlagCoordinatorDue;
   bits[0] = flags;
   for (int slot : invalid_slots) set_bit(bits, 1, slot);
-  for (std::size_t w = 0; w < 1 + words; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
   for (const auto& p : pending_cached_) set_bit(bits, 1 + words, *cache_.slot_of(p.request.name));
+  for (std::size_t w = 0; w < 1 + 2 * words; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
+  for (const auto& p : pending_cached_) set_bit(bits, 1 + 2 * words, *cache_.slot_of(p.request.name));
 
   channel_.bitwise_and(bits);
 
@@ -127,9 +130,11 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   idle_cycles_ = (any & kFlagBusy) ? 0 : idle_cycles_ + 1;
   a.invalid.resize(slots);
   a.ready.resize(slots);
+  a.pending_somewhere.resize(slots);
   for (std::size_t s = 0; s < slots; ++s) {
     a.invalid[s] = !get_bit(bits, 1, s);
-    a.ready[s] = get_bit(bits, 1 + words, s) && !a.invalid[s];
+    a.pending_somewhere[s] = !get_bit(bits, 1 + words, s);
+    a.ready[s] = get_bit(bits, 1 + 2 * words, s) && !a.invalid[s];
   }
   return a;
 }
@@ -159,12 +164,28 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
     ++stats_.cache_hits;
     if (timeline_ != nullptr) timeline_->negotiate_end(request.name);
   }
+  catch_up_ = catch_up_after(agreement);
   for (std::size_t s = 0; s < agreement.invalid.size(); ++s) {
     if (!agreement.invalid[s]) continue;
     cache_.erase(static_cast<int>(s));
     ++stats_.cache_invalidations;
   }
   return responses;
+}
+
+// After this cycle's releases: a cached tensor that some rank submitted and others have not yet
+// is still pending. A rank that lacks one is Lagging; a rank that only holds them is Waiting.
+CatchUp Controller::catch_up_after(const Agreement& agreement) const {
+  if (agreement.joined) return CatchUp::None;
+  std::vector<bool> mine(agreement.pending_somewhere.size(), false);
+  for (const auto& p : pending_cached_) mine[*cache_.slot_of(p.request.name)] = true;
+  CatchUp state = CatchUp::None;
+  for (std::size_t s = 0; s < agreement.pending_somewhere.size(); ++s) {
+    if (!agreement.pending_somewhere[s] || agreement.ready[s] || agreement.invalid[s]) continue;
+    if (!mine[s]) return CatchUp::Lagging;
+    state = CatchUp::Waiting;
+  }
+  return state;
 }
 
 ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joined_anywhere) {

@@ -8,9 +8,10 @@
 //     "uncached" and go to the coordinator in step 3.
 //  2. One bitwise AND across ranks carries: the cache bits (an entry is ready when every rank set
 //     it), and, inverted so that AND acts as OR, the flags "some rank has uncached requests",
-//     "some rank wants shutdown", "some rank has joined", and one "invalidate" bit per entry
+//     "some rank wants shutdown", "some rank has joined", one "invalidate" bit per entry
 //     (a rank saw a request with that name but different parameters, or its cached request is
-//     stalled). Invalidated entries are evicted on every rank and their pending requests re-sent
+//     stalled), and one "pending" bit per entry (some rank has submitted it: with the cache bits
+//     every rank learns which tensors are half-submitted, see CatchUp). Invalidated entries are evicted on every rank and their pending requests re-sent
 //     as uncached. While any rank has joined, the cache is bypassed.
 //  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
 //     The coordinator adds them to its message table, checks each name for consistency across
@@ -42,6 +43,14 @@ class Timeline;
 
 namespace hvd::detail {
 
+// Whether a cached tensor is still pending on some ranks after a cycle, from this rank's view.
+// The Runtime starts the next cycle early then, instead of after a whole period.
+enum class CatchUp {
+  None,     // nothing cached is half-submitted
+  Waiting,  // this rank submitted tensors that some other rank has not yet
+  Lagging,  // some rank waits for a tensor this rank has not submitted yet
+};
+
 struct ControllerOptions {
   std::int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
   std::int64_t cache_capacity = 1024;
@@ -71,6 +80,7 @@ class Controller {
   std::uint64_t idle_cycles() const { return idle_cycles_; }
   void reset_idle() { idle_cycles_ = 0; }
   const ResponseCache& cache() const { return cache_; }
+  CatchUp catch_up() const { return catch_up_; }
   // A stall shutdown happened: the message names the tensors and the missing ranks.
   const std::string& stall_error() const { return stall_error_; }
 
@@ -88,6 +98,7 @@ class Controller {
     bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
+    std::vector<bool> pending_somewhere;  // per cache slot: some rank has submitted it
   };
 
   void classify(std::vector<Request> requests, std::vector<Request>* uncached,
@@ -96,6 +107,7 @@ class Controller {
   std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();
+  CatchUp catch_up_after(const Agreement& agreement) const;
 
   // Coordinator (rank 0) only.
   ResponseList coordinate(const std::vector<std::vector<std::uint8_t>>& gathered);
@@ -114,6 +126,7 @@ class Controller {
   StallInspector stall_inspector_;
   ControllerStats stats_;
   std::uint64_t idle_cycles_ = 0;
+  CatchUp catch_up_ = CatchUp::None;
 
   // Rank-local state.
   std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit

@@ -261,13 +261,29 @@ void Runtime::run_loop() {
 
 void Runtime::wait_for_cycle_start(std::chrono::steady_clock::time_point due,
                                    std::chrono::steady_clock::duration period) {
-  // After a cycle in which no rank had anything (every rank knows it from the same AND), work
-  // that arrives starts the next cycle at once instead of at the period boundary: the ranks of
-  // a data-parallel job submit at about the same moment, so they start together.
-  if (controller_->idle_cycles() > 0)
-    queue_.wait_for_requests_until(due);
-  else
-    std::this_thread::sleep_until(due);
+  // The period bounds how often busy cycles run, but two states (every rank knows them from the
+  // last cycle's AND) start the next cycle sooner:
+  //  - no rank had anything: work that arrives starts a cycle at once (the ranks of a
+  //    data-parallel job submit at about the same moment, so they start together);
+  //  - some rank waits for a tensor others have not submitted yet: the rank that lacks it starts
+  //    as soon as it arrives, and a waiting rank starts early to wait inside the negotiation.
+  //    Not before a quarter period, so ranks waiting on each other cannot cycle in a tight loop.
+  const auto soonest = due - period + period / 4;
+  switch (controller_->catch_up()) {
+    case CatchUp::Lagging:
+      std::this_thread::sleep_until(soonest);
+      queue_.wait_for_requests_until(due);
+      break;
+    case CatchUp::Waiting:
+      std::this_thread::sleep_until(soonest);
+      break;
+    case CatchUp::None:
+      if (controller_->idle_cycles() > 0)
+        queue_.wait_for_requests_until(due);
+      else
+        std::this_thread::sleep_until(due);
+      break;
+  }
   // A cycle that would start in the middle of a burst of submissions (a training step's
   // tensors, one after another) waits for it to settle, so the burst is negotiated in one cycle
   // on every rank rather than split across two.
