@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "core/control_channel.h"
+#include "core/coordinator.h"
 #include "core/message.h"
 #include "core/response_cache.h"
-#include "core/stall_inspector.h"
 
 namespace hvd {
 class Timeline;
@@ -82,17 +82,13 @@ class Controller {
   const ResponseCache& cache() const { return cache_; }
   CatchUp catch_up() const { return catch_up_; }
   // A stall shutdown happened: the message names the tensors and the missing ranks.
-  const std::string& stall_error() const { return stall_error_; }
+  const std::string& stall_error() const { return coordinator_.stall_error(); }
 
  private:
   using Clock = std::chrono::steady_clock;
   struct PendingCached {
     Request request;
     Clock::time_point since;
-  };
-  struct TableEntry {
-    std::vector<Request> requests;  // one per submitting rank, in arrival order
-    Clock::time_point first_seen;
   };
   struct Agreement {  // what the cycle's one bitwise AND established
     bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
@@ -109,21 +105,11 @@ class Controller {
   void revalidate_pending();
   CatchUp catch_up_after(const Agreement& agreement) const;
 
-  // Coordinator (rank 0) only.
-  ResponseList coordinate(const std::vector<std::vector<std::uint8_t>>& gathered);
-  void accept(Request request, std::vector<std::string>* became_ready);
-  bool is_ready(const TableEntry& entry) const;
-  Response build_response(const std::string& name, const TableEntry& entry) const;
-  void release(const std::string& name, std::vector<Response>* out);
-  std::string check_group_sizes(const std::string& group) const;  // empty when the ranks agree
-  void emit(const std::string& name, Response response, std::vector<Response>* out);
-  std::string inspect_stalls();
-
   ControlChannel& channel_;
   ControllerOptions options_;
   Timeline* timeline_;
   ResponseCache cache_;
-  StallInspector stall_inspector_;
+  Coordinator coordinator_;  // used on rank 0 only
   ControllerStats stats_;
   std::uint64_t idle_cycles_ = 0;
   CatchUp catch_up_ = CatchUp::None;
@@ -133,15 +119,6 @@ class Controller {
   std::vector<Request> deferred_uncached_;     // lost their cache slot; sent next cycle
   std::map<std::string, Request> sent_;        // uncached requests awaiting a response
   bool joined_ = false;                        // this rank has a JOIN in flight
-
-  // Coordinator state.
-  std::map<std::string, TableEntry> table_;
-  std::vector<std::string> arrival_order_;  // names in the order their first request arrived
-  std::map<std::string, std::vector<std::string>> ready_groups_;  // group -> ready members
-  std::set<int> joined_ranks_;
-  int last_joined_rank_ = -1;
-  Clock::time_point last_stall_check_ = Clock::now();
-  std::string stall_error_;
 };
 
 }  // namespace hvd::detail

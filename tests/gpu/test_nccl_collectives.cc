@@ -10,47 +10,19 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tests/common/rank_reduction.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;
 using hvd::test::DeviceTensor;
+using hvd::test::rank_value;
+using hvd::test::tolerance;
 
 namespace {
 
-const std::vector<DataType> kAllTypes = {DataType::UInt8,   DataType::Int8,    DataType::Int32,
-                                         DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                         DataType::Float32, DataType::Float64};
-const std::vector<ReduceOp> kAllOps = {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min,
-                                       ReduceOp::Max, ReduceOp::Product};
-
-// Small integers, exact in every dtype (int8 included) for the sizes we run.
-double value(int rank, std::int64_t i, ReduceOp op) {
-  if (op == ReduceOp::Product) return (rank % 3 + 1) * (i % 2 + 1);
-  return (rank + 1) * (i % 5 + 1);
-}
-
+// The closed form stored in the dtype, as the runtime stores its result.
 double expected(ReduceOp op, std::int64_t i, DataType dtype, double prescale = 1, double postscale = 1) {
-  const int n = size();
-  double acc = op == ReduceOp::Product ? 1 : (op == ReduceOp::Min ? 1e300 : (op == ReduceOp::Max ? -1e300 : 0));
-  for (int r = 0; r < n; ++r) {
-    const double v = value(r, i, op) * prescale;
-    if (op == ReduceOp::Sum || op == ReduceOp::Average) acc += v;
-    if (op == ReduceOp::Min) acc = std::min(acc, v);
-    if (op == ReduceOp::Max) acc = std::max(acc, v);
-    if (op == ReduceOp::Product) acc *= v;
-  }
-  if (op == ReduceOp::Average) acc *= 1.0 / n;
-  acc *= postscale;
-  const bool integer = dtype == DataType::UInt8 || dtype == DataType::Int8 || dtype == DataType::Int32 ||
-                       dtype == DataType::Int64;
-  if (integer) acc = static_cast<double>(std::llround(acc));  // the device scaling rounds
-  return test::round_trip(acc, dtype);
-}
-
-double tolerance(DataType dtype) {
-  if (dtype == DataType::Float16 || dtype == DataType::BFloat16) return 1e-2;
-  if (dtype == DataType::Float32) return 1e-5;
-  return 1e-12;
+  return test::round_trip(test::reduced_over_ranks(op, i, dtype, size(), prescale, postscale), dtype);
 }
 
 void check_close(const std::vector<double>& got, const std::vector<double>& want, DataType dtype,
@@ -75,11 +47,11 @@ std::string label(const char* op, DataType dtype, ReduceOp reduce, std::int64_t 
 }  // namespace
 
 TEST_CASE("NCCL allreduce of every dtype and op, one tensor at a time") {
-  for (DataType dtype : kAllTypes) {
-    for (ReduceOp op : kAllOps) {
+  for (DataType dtype : test::kEveryDtype) {
+    for (ReduceOp op : test::kEveryReduceOp) {
       for (std::int64_t n : {1, 33, 1000}) {
         std::vector<double> in(n);
-        for (std::int64_t i = 0; i < n; ++i) in[i] = value(rank(), i, op);
+        for (std::int64_t i = 0; i < n; ++i) in[i] = rank_value(rank(), i, op);
         auto input = device_tensor(dtype, {n}, in);
         auto output = DeviceTensor::allocate(dtype, {n});
         const std::string name = label("allreduce", dtype, op, n);
@@ -97,7 +69,7 @@ TEST_CASE("NCCL allreduce in place") {
   const std::int64_t n = 257;
   std::vector<double> in(n), want(n);
   for (std::int64_t i = 0; i < n; ++i) {
-    in[i] = value(rank(), i, ReduceOp::Sum);
+    in[i] = rank_value(rank(), i, ReduceOp::Sum);
     want[i] = expected(ReduceOp::Sum, i, DataType::Float32);
   }
   auto t = device_tensor(DataType::Float32, {n}, in);
@@ -107,12 +79,12 @@ TEST_CASE("NCCL allreduce in place") {
 
 TEST_CASE("NCCL allreduce fused through the device fusion buffer") {
   const std::vector<std::int64_t> counts = {1, 3, 17, 1000, 5, 64};
-  for (DataType dtype : kAllTypes) {
+  for (DataType dtype : test::kEveryDtype) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max, ReduceOp::Product}) {
       std::vector<TensorPtr> inputs, outputs;
       for (auto n : counts) {
         std::vector<double> in(n);
-        for (std::int64_t i = 0; i < n; ++i) in[i] = value(rank(), i, op) ;
+        for (std::int64_t i = 0; i < n; ++i) in[i] = rank_value(rank(), i, op) ;
         inputs.push_back(device_tensor(dtype, {n}, in));
         outputs.push_back(DeviceTensor::allocate(dtype, {n}));
       }
@@ -136,7 +108,7 @@ TEST_CASE("NCCL allreduce applies prescale and postscale on the device") {
       const int tensors = fused ? 3 : 1;
       for (int t = 0; t < tensors; ++t) {
         std::vector<double> in(n);
-        for (std::int64_t i = 0; i < n; ++i) in[i] = value(rank(), i, ReduceOp::Sum);
+        for (std::int64_t i = 0; i < n; ++i) in[i] = rank_value(rank(), i, ReduceOp::Sum);
         inputs.push_back(device_tensor(dtype, {n}, in));
         outputs.push_back(DeviceTensor::allocate(dtype, {n}));
       }
@@ -152,7 +124,7 @@ TEST_CASE("NCCL allreduce applies prescale and postscale on the device") {
 
 TEST_CASE("NCCL allgather with a different first dimension on each rank") {
   const std::int64_t cols = 3;
-  for (DataType dtype : kAllTypes) {
+  for (DataType dtype : test::kEveryDtype) {
     const std::int64_t rows = rank() + 1;
     std::vector<double> in(rows * cols);
     for (std::int64_t i = 0; i < rows * cols; ++i) in[i] = (rank() + 1) * 10 + i % 7;
@@ -171,12 +143,12 @@ TEST_CASE("NCCL allgather with a different first dimension on each rank") {
 
 TEST_CASE("NCCL broadcast from the last rank") {
   const int root = size() - 1;
-  for (DataType dtype : kAllTypes) {
+  for (DataType dtype : test::kEveryDtype) {
     const std::int64_t n = 77;
     std::vector<double> in(n), want(n);
     for (std::int64_t i = 0; i < n; ++i) {
-      in[i] = value(rank(), i, ReduceOp::Sum);
-      want[i] = value(root, i, ReduceOp::Sum);
+      in[i] = rank_value(rank(), i, ReduceOp::Sum);
+      want[i] = rank_value(root, i, ReduceOp::Sum);
     }
     auto t = device_tensor(dtype, {n}, in);
     broadcast_async(t, t, {root, std::string("broadcast.") + dtype_name(dtype)}).wait();
@@ -217,7 +189,7 @@ TEST_CASE("NCCL reducescatter with rows not divisible by the size") {
     for (DataType dtype : {DataType::Int32, DataType::Float16, DataType::Float32, DataType::BFloat16}) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
         std::vector<double> in(total_rows * cols);
-        for (std::int64_t i = 0; i < total_rows * cols; ++i) in[i] = value(me, i, op);
+        for (std::int64_t i = 0; i < total_rows * cols; ++i) in[i] = rank_value(me, i, op);
         auto input = device_tensor(dtype, {total_rows, cols}, in);
         const std::string name = label("reducescatter", dtype, op, total_rows);
         Handle h = reducescatter_async(input, test::device_allocator(), {op, name});

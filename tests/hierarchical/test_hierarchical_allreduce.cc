@@ -11,88 +11,28 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/half.h"
 #include "horovodcpp/horovod.h"
+#include "tests/common/rank_reduction.h"
+#include "tests/mpi/test_support.h"
 
 using namespace hvd;
+using namespace hvd::test;
 
 namespace {
 
-const std::vector<DataType> kAllTypes = {DataType::UInt8,   DataType::Int8,    DataType::Int32,
-                                         DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                         DataType::Float32, DataType::Float64};
-const std::vector<ReduceOp> kAllOps = {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min,
-                                       ReduceOp::Max, ReduceOp::Product};
 // Counts below, at and around multiples of the local size (2) and of the node count.
 const std::vector<std::int64_t> kCounts = {1, 2, 3, 5, 7, 1001};
 
-double value(int rank, std::int64_t i, ReduceOp op) {
-  if (op == ReduceOp::Product) return (rank % 3 + 1) * (i % 2 + 1);
-  return (rank + 1) * (i % 5 + 1);
-}
-
-void set(HostTensor& t, std::int64_t i, double v) {
-  void* p = t.data();
-  switch (t.dtype()) {
-    case DataType::UInt8: static_cast<std::uint8_t*>(p)[i] = static_cast<std::uint8_t>(v); break;
-    case DataType::Int8: static_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(v); break;
-    case DataType::Int32: static_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(v); break;
-    case DataType::Int64: static_cast<std::int64_t*>(p)[i] = static_cast<std::int64_t>(v); break;
-    case DataType::Float16: static_cast<std::uint16_t*>(p)[i] = detail::float_to_half(float(v)); break;
-    case DataType::BFloat16: static_cast<std::uint16_t*>(p)[i] = detail::float_to_bfloat16(float(v)); break;
-    case DataType::Float32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DataType::Float64: static_cast<double*>(p)[i] = v; break;
-  }
-}
-
-double get(HostTensor& t, std::int64_t i) {
-  void* p = t.data();
-  switch (t.dtype()) {
-    case DataType::UInt8: return static_cast<std::uint8_t*>(p)[i];
-    case DataType::Int8: return static_cast<std::int8_t*>(p)[i];
-    case DataType::Int32: return static_cast<std::int32_t*>(p)[i];
-    case DataType::Int64: return static_cast<double>(static_cast<std::int64_t*>(p)[i]);
-    case DataType::Float16: return detail::half_to_float(static_cast<std::uint16_t*>(p)[i]);
-    case DataType::BFloat16: return detail::bfloat16_to_float(static_cast<std::uint16_t*>(p)[i]);
-    case DataType::Float32: return static_cast<float*>(p)[i];
-    case DataType::Float64: return static_cast<double*>(p)[i];
-  }
-  return 0;
-}
-
-bool is_integer(DataType dtype) {
-  return dtype == DataType::UInt8 || dtype == DataType::Int8 || dtype == DataType::Int32 ||
-         dtype == DataType::Int64;
-}
-
-// The closed form: the op over ranks of value(r, i), stored back in the dtype.
+// The closed form stored in the dtype, as the runtime stores its result.
 double expected(ReduceOp op, std::int64_t i, DataType dtype, double prescale = 1, double postscale = 1) {
-  const int n = size();
-  double acc = value(0, i, op) * prescale;
-  for (int r = 1; r < n; ++r) {
-    const double v = value(r, i, op) * prescale;
-    if (op == ReduceOp::Sum || op == ReduceOp::Average) acc += v;
-    if (op == ReduceOp::Min) acc = std::min(acc, v);
-    if (op == ReduceOp::Max) acc = std::max(acc, v);
-    if (op == ReduceOp::Product) acc *= v;
-  }
-  if (op == ReduceOp::Average) acc *= 1.0 / n;
-  acc *= postscale;
-  if (is_integer(dtype)) acc = static_cast<double>(std::llround(acc));  // as the scaling rounds
   auto t = HostTensor::allocate(dtype, {1});
-  set(*t, 0, acc);
-  return get(*t, 0);
-}
-
-double tolerance(DataType dtype) {
-  if (dtype == DataType::Float16 || dtype == DataType::BFloat16) return 1e-2;
-  if (dtype == DataType::Float32) return 1e-5;
-  return 1e-12;
+  write_from_double(*t, 0, reduced_over_ranks(op, i, dtype, size(), prescale, postscale));
+  return read_as_double(*t, 0);
 }
 
 std::shared_ptr<HostTensor> filled(DataType dtype, std::int64_t n, ReduceOp op) {
   auto t = HostTensor::allocate(dtype, {n});
-  for (std::int64_t i = 0; i < n; ++i) set(*t, i, value(rank(), i, op));
+  for (std::int64_t i = 0; i < n; ++i) write_from_double(*t, i, rank_value(rank(), i, op));
   return t;
 }
 
@@ -101,7 +41,7 @@ void check(HostTensor& out, ReduceOp op, DataType dtype, const std::string& what
   for (std::int64_t i = 0; i < out.num_elements(); ++i) {
     const double want = expected(op, i, dtype, pre, post);
     INFO(what << " element " << i << " on rank " << rank());
-    REQUIRE(std::fabs(get(out, i) - want) <= tolerance(dtype) * std::max(1.0, std::fabs(want)));
+    REQUIRE(std::fabs(read_as_double(out, i) - want) <= tolerance(dtype) * std::max(1.0, std::fabs(want)));
   }
 }
 
@@ -119,8 +59,8 @@ TEST_CASE("the fake node split gives 2 ranks per node") {
 }
 
 TEST_CASE("hierarchical allreduce of one tensor: every dtype, op and remainder") {
-  for (DataType dtype : kAllTypes)
-    for (ReduceOp op : kAllOps)
+  for (DataType dtype : kEveryDtype)
+    for (ReduceOp op : kEveryReduceOp)
       for (std::int64_t n : kCounts) {
         auto in = filled(dtype, n, op);
         auto out = HostTensor::allocate(dtype, {n});
@@ -131,8 +71,8 @@ TEST_CASE("hierarchical allreduce of one tensor: every dtype, op and remainder")
 }
 
 TEST_CASE("hierarchical allreduce of a fused group with odd total size") {
-  for (DataType dtype : kAllTypes)
-    for (ReduceOp op : kAllOps) {
+  for (DataType dtype : kEveryDtype)
+    for (ReduceOp op : kEveryReduceOp) {
       std::vector<TensorPtr> inputs, outputs;
       for (std::int64_t n : kCounts) {
         inputs.push_back(filled(dtype, n, op));
