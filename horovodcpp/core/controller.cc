@@ -110,8 +110,9 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   bits[0] = flags;
   for (int slot : invalid_slots) set_bit(bits, 1, slot);
   for (const auto& p : pending_cached_) set_bit(bits, 1 + words, *cache_.slot_of(p.request.name));
+  // The ready section is this rank's pending bits too, taken before the inversion.
+  std::copy(bits.begin() + 1 + words, bits.begin() + 1 + 2 * words, bits.begin() + 1 + 2 * words);
   for (std::size_t w = 0; w < 1 + 2 * words; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
-  for (const auto& p : pending_cached_) set_bit(bits, 1 + 2 * words, *cache_.slot_of(p.request.name));
 
   channel_.bitwise_and(bits);
 

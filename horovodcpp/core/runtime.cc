@@ -121,9 +121,7 @@ void Runtime::initialize_on_background_thread() {
   // every rank learns whether any failed, and why, and all of them fail together.
   std::string error = agree_on_init(local_error);
   if (!error.empty()) {
-    for (auto& backend : backends_) backend->shutdown();
-    timeline_.stop();
-    world_->finalize();
+    release_world();
     throw Error(error);
   }
 }
@@ -366,6 +364,13 @@ void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& statu
   }
 }
 
+// Backends first (they may still use the world), then the timeline, then MPI itself.
+void Runtime::release_world() {
+  for (auto& backend : backends_) backend->shutdown();
+  timeline_.stop();
+  world_->finalize();
+}
+
 void Runtime::shut_down_on_background_thread(const std::string& reason) {
   std::vector<TensorTableEntry> left = queue_.close("horovodcpp has been shut down (" + reason + ")");
   for (auto& e : left) {
@@ -374,9 +379,7 @@ void Runtime::shut_down_on_background_thread(const std::string& reason) {
     finish(one, Status::aborted("horovodcpp shut down before " + std::string(request_type_name(one[0].type)) +
                                 " of tensor '" + one[0].name + "' completed: " + reason));
   }
-  for (auto& backend : backends_) backend->shutdown();
-  timeline_.stop();
-  world_->finalize();
+  release_world();
   running_ = false;
   if (reason != "hvd::shutdown() was called") log_warn("runtime stopped: " + reason);
 }

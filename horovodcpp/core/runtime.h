@@ -70,6 +70,7 @@ class Runtime {
   std::vector<TensorTableEntry> entries_for(const Response& response);
   void finish(std::vector<TensorTableEntry>& entries, const Status& status);
   void shut_down_on_background_thread(const std::string& reason);
+  void release_world();
 
   Settings settings_;
   Topology topology_;

@@ -13,28 +13,27 @@
 #include "core/introspection.h"
 
 using namespace hvd;
-using hvd::test::contribution;
 using hvd::test::count_mismatches;
-using hvd::test::expected_reduction;
 using hvd::test::filled;
-using hvd::test::is_integer;
-using hvd::test::kAllDtypes;
-using hvd::test::kAllReduceOps;
+using hvd::test::kEveryDtype;
+using hvd::test::kEveryReduceOp;
+using hvd::test::rank_value;
+using hvd::test::reduced_over_ranks;
 using hvd::test::read_as_double;
 
 TEST_CASE("allreduce: every dtype and reduce op matches the closed form", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
-  for (DataType dtype : kAllDtypes) {
-    for (ReduceOp op : kAllReduceOps) {
+  for (DataType dtype : kEveryDtype) {
+    for (ReduceOp op : kEveryReduceOp) {
       for (std::int64_t n : {1, 17, 1000}) {
-        auto input = filled(dtype, {n}, [&](std::int64_t i) { return contribution(op, rank, i); });
+        auto input = filled(dtype, {n}, [&](std::int64_t i) { return rank_value(rank, i, op); });
         auto output = HostTensor::allocate(dtype, {n});
         const std::string name = std::string("ar.") + dtype_name(dtype) + "." + reduce_op_name(op) + "." + std::to_string(n);
         allreduce_async(input, output, {op, name}).wait();
         INFO(name);
-        CHECK(count_mismatches(*output, [&](std::int64_t i) { return expected_reduction(op, dtype, size, i); }) == 0);
+        CHECK(count_mismatches(*output, [&](std::int64_t i) { return reduced_over_ranks(op, i, dtype, size); }) == 0);
         // The input is left untouched by an out-of-place allreduce.
-        CHECK(read_as_double(*input, 0) == contribution(op, rank, 0));
+        CHECK(read_as_double(*input, 0) == rank_value(rank, 0, op));
       }
     }
   }
@@ -44,7 +43,7 @@ TEST_CASE("allreduce: in place, prescale and postscale on every dtype", "[allred
   const int rank = hvd::rank(), size = hvd::size();
   // Small values and factors of 2 keep every dtype exact (int8 included at np=4).
   auto base = [&](std::int64_t i) { return (rank + 1) * (i % 2 + 1); };
-  for (DataType dtype : kAllDtypes) {
+  for (DataType dtype : kEveryDtype) {
     INFO(dtype_name(dtype));
     auto t = filled(dtype, {6, 7}, base);
     allreduce_async(t, t, {ReduceOp::Sum, std::string("scaled.") + dtype_name(dtype), 2.0, 3.0}).wait();
@@ -73,7 +72,7 @@ TEST_CASE("allreduce: many tensors at once are fused and each gets its own resul
 
 TEST_CASE("allreduce: empty tensors, alone and fused with others, and odd sizes", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
-  for (DataType dtype : kAllDtypes) {
+  for (DataType dtype : kEveryDtype) {
     auto empty = HostTensor::allocate(dtype, {0, 3});
     REQUIRE_NOTHROW(allreduce_async(empty, empty, {ReduceOp::Sum, std::string("empty.") + dtype_name(dtype)}).wait());
     CHECK(empty->shape() == TensorShape{0, 3});

@@ -8,12 +8,12 @@
 #include "closed_forms.h"
 
 using namespace hvd;
-using hvd::test::contribution;
 using hvd::test::count_mismatches;
-using hvd::test::expected_reduction;
 using hvd::test::filled;
-using hvd::test::kAllDtypes;
-using hvd::test::kAllReduceOps;
+using hvd::test::kEveryDtype;
+using hvd::test::kEveryReduceOp;
+using hvd::test::rank_value;
+using hvd::test::reduced_over_ranks;
 using hvd::test::read_as_double;
 
 namespace {
@@ -29,7 +29,7 @@ std::string tag(const char* op, DataType dtype) { return std::string(op) + "." +
 
 TEST_CASE("allgather: a different first dimension on every rank", "[allgather]") {
   const int rank = hvd::rank(), size = hvd::size();
-  for (DataType dtype : kAllDtypes) {
+  for (DataType dtype : kEveryDtype) {
     // Rank r has r rows (rank 0 none) of 3 columns; value = 10 * r + row + col.
     auto in = filled(dtype, {rank, 3}, [&](std::int64_t i) { return 10 * rank + i / 3 + i % 3; });
     auto out = first_output(allgather_async(in, host_allocator(), {tag("ag", dtype)}));
@@ -51,7 +51,7 @@ TEST_CASE("allgather: every rank empty gives an empty result of the right shape"
 TEST_CASE("broadcast: every dtype from every root", "[broadcast]") {
   const int rank = hvd::rank(), size = hvd::size();
   for (int root = 0; root < size; ++root) {
-    for (DataType dtype : kAllDtypes) {
+    for (DataType dtype : kEveryDtype) {
       auto t = filled(dtype, {33}, [&](std::int64_t i) { return rank * 7 + i % 50; });
       broadcast_async(t, t, {root, "bcast." + std::to_string(root) + dtype_name(dtype)}).wait();
       INFO("root " << root << ", " << dtype_name(dtype));
@@ -68,7 +68,7 @@ TEST_CASE("alltoall: every dtype with uneven splits, including empty ones", "[al
   std::vector<std::int64_t> splits(size);
   std::int64_t rows = 0;
   for (int d = 0; d < size; ++d) rows += splits[d] = (rank + d) % 3;
-  for (DataType dtype : kAllDtypes) {
+  for (DataType dtype : kEveryDtype) {
     auto in = HostTensor::allocate(dtype, {rows, 3});
     std::int64_t at = 0;
     for (int d = 0; d < size; ++d)
@@ -113,15 +113,15 @@ TEST_CASE("reducescatter: every dtype and reduce op; the first ranks get one ext
   for (std::int64_t rows : {std::int64_t{2} * size + 1, std::int64_t{size - 1}}) {  // more and fewer rows than ranks
     const std::int64_t mine = rows / size + (rank < rows % size ? 1 : 0);
     const std::int64_t first = rank * (rows / size) + std::min<std::int64_t>(rank, rows % size);
-    for (DataType dtype : kAllDtypes) {
-      for (ReduceOp op : kAllReduceOps) {
-        auto in = filled(dtype, {rows, cols}, [&](std::int64_t i) { return contribution(op, rank, i); });
+    for (DataType dtype : kEveryDtype) {
+      for (ReduceOp op : kEveryReduceOp) {
+        auto in = filled(dtype, {rows, cols}, [&](std::int64_t i) { return rank_value(rank, i, op); });
         const std::string name = "rs." + std::to_string(rows) + "." + dtype_name(dtype) + "." + reduce_op_name(op);
         auto out = first_output(reducescatter_async(in, host_allocator(), {op, name}));
         INFO(name);
         REQUIRE(out->shape() == TensorShape{mine, cols});
         CHECK(count_mismatches(*out, [&](std::int64_t i) {
-                return expected_reduction(op, dtype, size, first * cols + i);
+                return reduced_over_ranks(op, first * cols + i, dtype, size);
               }) == 0);
       }
     }

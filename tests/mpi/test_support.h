@@ -48,11 +48,5 @@ inline std::shared_ptr<HostTensor> filled(DataType dtype, TensorShape shape, con
   return t;
 }
 
-inline bool is_integer(DataType d) {
-  return d == DataType::UInt8 || d == DataType::Int8 || d == DataType::Int32 || d == DataType::Int64;
-}
-
-const DataType kAllDtypes[] = {DataType::UInt8,    DataType::Int8,    DataType::Int32,   DataType::Int64,
-                               DataType::Float16,  DataType::BFloat16, DataType::Float32, DataType::Float64};
 
 }  // namespace hvd::test
