@@ -72,14 +72,14 @@ void Coordinator::accept(Request request, std::vector<std::string>* became_ready
     last_joined_rank_ = request.rank;
     return;
   }
+  auto [it, inserted] = table_.try_emplace(request.name);
+  for (const auto& existing : it->second.requests)
+    if (existing.rank == request.rank) return;  // a rank reports a name once; ignore repeats
   if (timeline_ != nullptr && request.rank != 0) {
     // The coordinator's negotiation starts when the first rank reports (a no-op if open).
     timeline_->negotiate_start(request.name, request_type_name(request.type));
     timeline_->negotiate_rank_ready(request.name, request.rank);
   }
-  auto [it, inserted] = table_.try_emplace(request.name);
-  for (const auto& existing : it->second.requests)
-    if (existing.rank == request.rank) return;  // a rank reports a name once; ignore repeats
   if (inserted) {
     it->second.first_seen = Clock::now();
     arrival_order_.push_back(request.name);
