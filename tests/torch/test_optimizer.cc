@@ -138,7 +138,8 @@ TEST_CASE("gradient_predivide_factor keeps an fp16 sum in range", "[optimizer]")
   }
 }
 
-TEST_CASE("the first gradient's allreduce starts while backward is still running", "[optimizer][overlap]") {
+TEST_CASE("the first gradient's allreduce starts while backward is still running, and all end with it",
+          "[optimizer][overlap]") {
   if (hvd::size() == 1) return;  // no communication at size 1
   auto model = make_mlp(3);
   auto inner = std::make_unique<torch::optim::SGD>(model->parameters(), 0.01);  // as in the README
@@ -154,11 +155,9 @@ TEST_CASE("the first gradient's allreduce starts while backward is still running
   auto loss = model->forward(x).pow(2).mean();
   CHECK(opt.pending_allreduces() == 0);
   loss.backward();
-  const std::size_t started_by_return = opt.pending_allreduces();
   CHECK(started_before_input_grad >= 4);  // fc3 and fc2: weight and bias each
-  CHECK(started_by_return == model->parameters().size());
+  CHECK(opt.pending_allreduces() == 0);   // the end of backward waited for all of them
   opt.step();
-  CHECK(opt.pending_allreduces() == 0);
 }
 
 TEST_CASE("a parameter without a gradient on one rank does not block the others", "[optimizer]") {
@@ -235,9 +234,9 @@ TEST_CASE("optimizers with their own names reduce together; ranks need not build
   ht::DistributedOptimizerOptions named_b;
   named_b.name = "second";
   ht::DistributedOptimizer opt_b(torch::optim::SGD(b->parameters(), 0.1), b->named_parameters(), named_b);
-  a->forward(x * (rank + 1)).sum().backward();
-  b->forward(x * (rank + 1)).sum().backward();  // same parameter names, both in flight
-  if (size > 1) CHECK(opt_a.pending_allreduces() + opt_b.pending_allreduces() == 12);
+  // One pass through both: the same parameter names, in flight together under their prefixes.
+  (a->forward(x * (rank + 1)).sum() + b->forward(x * (rank + 1)).sum()).backward();
+  CHECK(opt_a.pending_allreduces() + opt_b.pending_allreduces() == 0);
   opt_a.step();
   opt_b.step();
   // Reference: the mean over ranks of the local gradients, one plain SGD step.
