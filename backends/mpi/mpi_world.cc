@@ -50,6 +50,8 @@ MpiWorld::MpiWorld() {
                              "initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
   check(MPI_Comm_dup(MPI_COMM_WORLD, &global_), "MPI_Comm_dup");
   check(MPI_Comm_dup(MPI_COMM_WORLD, &control_comm_), "MPI_Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &liveness_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(liveness_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(global_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(control_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(global_, &rank_);
@@ -73,6 +75,7 @@ MpiWorld::MpiWorld() {
 
   types_.create();
   control_ = std::make_unique<MpiControlChannel>(control_comm_);
+  liveness_ = std::make_unique<MpiLivenessChannel>(liveness_comm_);
 }
 
 MpiWorld::~MpiWorld() { finalize(); }
@@ -115,8 +118,9 @@ void MpiWorld::finalize() {
   if (finalized_) return;
   finalized_ = true;
   if (control_) control_->close();
+  if (liveness_) liveness_->close();
   types_.destroy();
-  for (MPI_Comm* c : {&global_, &control_comm_, &local_, &cross_})
+  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   if (initialized_mpi_) MPI_Finalize();
 }

@@ -15,13 +15,22 @@ namespace {
 std::mutex g_mutex;
 std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init; set under g_mutex
 std::atomic<detail::Runtime*> g_published{nullptr};  // the same, for readers on any thread
+std::atomic<bool> g_shut_down{false};  // this rank called hvd::shutdown()
 
-detail::Runtime& runtime(const std::string& caller) {
+// Lifecycle rules (README "Lifecycle"): local queries answer from hvd::init() until this rank's
+// own hvd::shutdown(), whatever happened to its peers; collectives need a running runtime.
+detail::Runtime& initialized_runtime(const std::string& caller) {
   detail::Runtime* rt = g_published.load(std::memory_order_acquire);
   if (rt == nullptr) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
-  if (!rt->running())
+  if (g_shut_down.load())
     throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
   return *rt;
+}
+
+detail::Runtime& runtime(const std::string& caller) {
+  detail::Runtime& rt = initialized_runtime(caller);
+  if (!rt.running()) throw Error(caller + ": horovodcpp has stopped: " + rt.stop_reason());
+  return rt;
 }
 
 void check_name(const std::string& op, const std::string& name) {
@@ -91,9 +100,14 @@ std::string name_or_generated(detail::Runtime& rt, const std::string& name, cons
 
 void init() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime && g_runtime->running()) return;
-  if (g_runtime)
-    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process");
+  if (g_shut_down.load())
+    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process, "
+                "so a process runs hvd::init() ... hvd::shutdown() once");
+  if (g_runtime) {
+    if (g_runtime->running()) return;  // a second hvd::init() is harmless, as in Horovod
+    throw Error("hvd::init(): the runtime has already stopped (" + g_runtime->stop_reason() +
+                ") and cannot be restarted in this process; call hvd::shutdown()");
+  }
   auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
   rt->start();
   g_runtime = std::move(rt);
@@ -102,20 +116,27 @@ void init() {
 
 void shutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime) g_runtime->stop();
+  if (!g_runtime) return;
+  g_shut_down = true;
+  // A runtime whose background thread is stuck in MPI (the watchdog gave up on it) is left to
+  // the end of the process: destroying it under that thread would be a use-after-free.
+  if (!g_runtime->stop()) static_cast<void>(g_runtime.release());
 }
 
+// True from a successful hvd::init() until this rank's hvd::shutdown(), except after the runtime
+// failed (stall shutdown, lost peer): a peer's orderly shutdown is the normal end of a job and
+// leaves it true, so `if (hvd::is_initialized() && hvd::rank() == 0) save(...)` works.
 bool is_initialized() {
   detail::Runtime* rt = g_published.load(std::memory_order_acquire);
-  return rt != nullptr && rt->running();
+  return rt != nullptr && !g_shut_down.load() && !rt->failed();
 }
 
-int rank() { return runtime("hvd::rank()").topology().rank; }
-int size() { return runtime("hvd::size()").topology().size; }
-int local_rank() { return runtime("hvd::local_rank()").topology().local_rank; }
-int local_size() { return runtime("hvd::local_size()").topology().local_size; }
-int cross_rank() { return runtime("hvd::cross_rank()").topology().cross_rank; }
-int cross_size() { return runtime("hvd::cross_size()").topology().cross_size; }
+int rank() { return initialized_runtime("hvd::rank()").topology().rank; }
+int size() { return initialized_runtime("hvd::size()").topology().size; }
+int local_rank() { return initialized_runtime("hvd::local_rank()").topology().local_rank; }
+int local_size() { return initialized_runtime("hvd::local_size()").topology().local_size; }
+int cross_rank() { return initialized_runtime("hvd::cross_rank()").topology().cross_rank; }
+int cross_size() { return initialized_runtime("hvd::cross_size()").topology().cross_size; }
 
 namespace detail {
 ControllerStats controller_stats() { return runtime("hvd::detail::controller_stats()").controller_stats(); }

@@ -69,6 +69,7 @@ struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   std::string shutdown_reason;  // set when the runtime stops for a reason other than a request
+  std::vector<int> shutdown_ranks;  // the ranks whose shutdown wish was agreed (not on the wire)
 };
 
 }  // namespace hvd::detail

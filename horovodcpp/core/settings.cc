@@ -32,6 +32,8 @@ const std::vector<SettingSpec> kSpecs = {
     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "stall-check-shutdown-time-seconds",
      SettingKind::Seconds, "0", "",
      "Fail every rank when a stall lasts this long (0: warn only)."},
+    {"HOROVOD_LIVENESS_TIMEOUT_SECONDS", "liveness-timeout-seconds", SettingKind::Seconds, "1800", "",
+     "End the job when a background cycle waits this long for ranks that stopped running (0: never)."},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "hierarchical-allreduce", SettingKind::Flag, "0", "",
      "Allreduce within each node, then across nodes, then within each node again."},
     {"HOROVOD_AUTOTUNE", "autotune", SettingKind::Flag, "0", "",
@@ -162,6 +164,7 @@ Settings read_settings(const EnvLookup& lookup) {
   if (auto v = get("HOROVOD_STALL_CHECK_DISABLE")) s.stall_check_disabled = *parse_flag(*v);
   if (auto v = get("HOROVOD_STALL_CHECK_TIME_SECONDS")) s.stall_check_seconds = *parse_number(*v);
   if (auto v = get("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")) s.stall_shutdown_seconds = *parse_number(*v);
+  if (auto v = get("HOROVOD_LIVENESS_TIMEOUT_SECONDS")) s.liveness_timeout_seconds = *parse_number(*v);
   if (auto v = get("HOROVOD_HIERARCHICAL_ALLREDUCE")) s.hierarchical_allreduce = *parse_flag(*v);
   if (auto v = get("HOROVOD_AUTOTUNE")) s.autotune = *parse_flag(*v);
   if (auto v = get("HOROVOD_LOG_LEVEL"); v && !v->empty()) s.log_level = lower(*v);

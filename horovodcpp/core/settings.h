@@ -40,6 +40,7 @@ struct Settings {
   bool stall_check_disabled = false;
   double stall_check_seconds = 60.0;
   double stall_shutdown_seconds = 0.0;
+  double liveness_timeout_seconds = 1800.0;  // c10d's default collective timeout
   bool hierarchical_allreduce = false;
   bool autotune = false;
   std::string log_level = "warning";

@@ -43,7 +43,12 @@ TEST_CASE("a stall past the shutdown time fails every rank with the tensor and m
     while (hvd::is_initialized() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     CHECK_FALSE(hvd::is_initialized());
-    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "too.late"}), Catch::Contains("shut down"));
+    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "too.late"}), Catch::Contains("horovodcpp has stopped: stall shutdown"));
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  // A stall shutdown is a failure: is_initialized() turns false on every rank, while the local
+  // queries keep answering until hvd::shutdown().
+  CHECK_FALSE(hvd::is_initialized());
+  CHECK(hvd::rank() >= 0);
+  CHECK_THROWS_WITH(hvd::barrier(), Catch::Contains("horovodcpp has stopped: stall shutdown"));
 }
