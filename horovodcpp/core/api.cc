@@ -1,11 +1,15 @@
 // The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
 // before anything is sent), then an enqueue on the one Runtime.
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
 
 #include "core/backend.h"
 #include "core/introspection.h"
+#include "core/logging.h"
 #include "core/runtime.h"
 #include "horovodcpp/horovod.h"
 
@@ -25,6 +29,37 @@ detail::Runtime& initialized_runtime(const std::string& caller) {
   if (g_shut_down.load())
     throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
   return *rt;
+}
+
+// A program that leaves without hvd::shutdown() (return from main, exit(), an uncaught
+// exception) shuts down here, so its peers learn which rank left instead of hanging, and the
+// background thread is gone before the statics it uses (the logger) are destroyed. Bounded:
+// a frozen peer must not hang the exit.
+constexpr std::chrono::seconds kExitShutdownLimit{10};
+
+void shut_down_at_exit() {
+  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !g_runtime || g_shut_down.load()) return;
+  g_shut_down = true;
+  if (!g_runtime->stop(kExitShutdownLimit)) static_cast<void>(g_runtime.release());
+}
+
+std::terminate_handler g_previous_terminate = nullptr;
+
+[[noreturn]] void shut_down_on_terminate() {
+  shut_down_at_exit();
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();
+}
+
+void install_exit_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Registered after the logger exists, so it runs before the logger is destroyed.
+    detail::log_enabled(detail::LogLevel::Debug);
+    std::atexit(shut_down_at_exit);
+    g_previous_terminate = std::set_terminate(shut_down_on_terminate);
+  });
 }
 
 detail::Runtime& runtime(const std::string& caller) {
@@ -109,6 +144,7 @@ void init() {
                 ") and cannot be restarted in this process; call hvd::shutdown()");
   }
   auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
+  install_exit_handlers();
   rt->start();
   g_runtime = std::move(rt);
   g_published.store(g_runtime.get(), std::memory_order_release);

@@ -73,10 +73,15 @@ void Runtime::start() {
   }
 }
 
-bool Runtime::stop() {
+bool Runtime::stop(std::optional<std::chrono::milliseconds> limit) {
   shutdown_requested_ = true;
   if (!thread_.joinable()) return !abandoned_.load();
-  if (abandoned_.load()) {
+  bool finished = true;
+  if (limit && !abandoned_.load()) {
+    std::unique_lock<std::mutex> lock(init_mutex_);
+    finished = init_cv_.wait_for(lock, *limit, [this] { return loop_done_ || abandoned_.load(); }) && loop_done_;
+  }
+  if (abandoned_.load() || !finished) {
     thread_.detach();  // stuck in MPI for good; joining would hang this rank too
     return false;
   }
@@ -106,6 +111,9 @@ void Runtime::background_main() {
   init_cv_.notify_all();
   log_info(describe_setup());
   run_loop();
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  loop_done_ = true;
+  init_cv_.notify_all();
 }
 
 void Runtime::initialize_on_background_thread() {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +42,8 @@ class Runtime {
   // Asks every rank to stop, waits for the background thread; pending operations fail.
   // Returns false when the watchdog gave up on a stuck background thread: it was left running
   // (it may never return from MPI), so this object must outlive it (the caller leaks it).
-  bool stop();
+  // With a `limit`, gives up waiting after it (exit paths: a frozen peer must not hang exit).
+  bool stop(std::optional<std::chrono::milliseconds> limit = std::nullopt);
   // Collectives can run: false once the runtime stopped, for whatever reason.
   bool running() const { return running_.load(); }
   // The runtime stopped because something went wrong (a stall, a lost peer, a failed
@@ -115,6 +117,7 @@ class Runtime {
   std::mutex init_mutex_;
   std::condition_variable init_cv_;
   bool init_done_ = false;
+  bool loop_done_ = false;  // the background loop returned (under init_mutex_)
   std::string init_error_;
 
   std::mutex handles_mutex_;
