@@ -202,7 +202,12 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
   std::vector<std::uint8_t> reply;
   if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered));
   reply = channel_.broadcast(reply);
-  ResponseList list = decode_response_list(reply.data(), reply.size());
+  ResponseList list;
+  try {
+    list = decode_response_list(reply.data(), reply.size());
+  } catch (const CodecError& e) {
+    throw CodecError(std::string("corrupt response list from rank 0 (the coordinator): ") + e.what());
+  }
 
   for (const auto& response : list.responses) {
     if (response.type == ResponseType::Join) joined_ = false;
