@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/mpi/mpi_start_check.h"
 #include "core/host_scale.h"
 
 namespace hvd::detail {
@@ -29,7 +30,7 @@ int fake_local_size(int size) {
 
 }  // namespace
 
-MpiWorld::MpiWorld() {
+MpiWorld::MpiWorld(double start_timeout_seconds) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
@@ -39,7 +40,9 @@ MpiWorld::MpiWorld() {
     // cores training ran ~40% slower (docs/benchmarks.md). Yield while waiting, unless the user
     // chose otherwise.
     setenv(kYieldVariable, "1", /*overwrite=*/0);
+    wait_for_every_rank(start_timeout_seconds);  // MPI_Init itself would wait without limit
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    finish_start_check();
     initialized_mpi_ = true;
   } else {
     MPI_Query_thread(&provided);

@@ -19,7 +19,8 @@ namespace hvd::detail {
 
 class MpiWorld final : public World {
  public:
-  MpiWorld();
+  // Waits at most `start_timeout_seconds` (0: no limit) for every rank before MPI_Init.
+  explicit MpiWorld(double start_timeout_seconds = 0);
   ~MpiWorld() override;
 
   int rank() const override { return rank_; }

@@ -20,6 +20,11 @@ std::mutex g_mutex;
 std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init; set under g_mutex
 std::atomic<detail::Runtime*> g_published{nullptr};  // the same, for readers on any thread
 std::atomic<bool> g_shut_down{false};  // this rank called hvd::shutdown()
+detail::Runtime* g_abandoned = nullptr;  // a runtime left to a stuck background thread; never freed
+
+// Keeps the runtime alive for its stuck background thread (destroying it under that thread
+// would be a use-after-free), reachable so leak checkers do not count it.
+void abandon_runtime() { g_abandoned = g_runtime.release(); }
 
 // Lifecycle rules (README "Lifecycle"): local queries answer from hvd::init() until this rank's
 // own hvd::shutdown(), whatever happened to its peers; collectives need a running runtime.
@@ -41,7 +46,7 @@ void shut_down_at_exit() {
   std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
   if (!lock.owns_lock() || !g_runtime || g_shut_down.load()) return;
   g_shut_down = true;
-  if (!g_runtime->stop(kExitShutdownLimit)) static_cast<void>(g_runtime.release());
+  if (!g_runtime->stop(kExitShutdownLimit)) abandon_runtime();
 }
 
 std::terminate_handler g_previous_terminate = nullptr;
@@ -154,9 +159,7 @@ void shutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_runtime) return;
   g_shut_down = true;
-  // A runtime whose background thread is stuck in MPI (the watchdog gave up on it) is left to
-  // the end of the process: destroying it under that thread would be a use-after-free.
-  if (!g_runtime->stop()) static_cast<void>(g_runtime.release());
+  if (!g_runtime->stop()) abandon_runtime();  // its background thread is stuck in MPI
 }
 
 // True from a successful hvd::init() until this rank's hvd::shutdown(), except after the runtime

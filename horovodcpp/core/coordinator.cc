@@ -165,7 +165,7 @@ std::string Coordinator::check_group_sizes(const std::string& group) const {
       if (r.group_size == reference->group_size) continue;
       const Request& low = r.rank < reference->rank ? r : *reference;
       const Request& high = r.rank < reference->rank ? *reference : r;
-      return "Mismatched group sizes for grouped allreduce '" + group + "': rank " + std::to_string(low.rank) +
+      return "Mismatched group sizes for grouped allreduce '" + display_name(group) + "': rank " + std::to_string(low.rank) +
              " submitted " + std::to_string(low.group_size) + " tensors, rank " + std::to_string(high.rank) +
              " submitted " + std::to_string(high.group_size);
     }

@@ -19,6 +19,10 @@ constexpr const char* kJoinTensorName = "__hvd_join";
 constexpr const char* kBarrierTensorPrefix = "__hvd_barrier";
 
 const char* request_type_name(RequestType type);    // "ALLREDUCE"
+// A tensor or group name as error messages show it: names past kMaxShownNameChars are cut,
+// keeping the start and end and saying how long the name was.
+constexpr std::size_t kMaxShownNameChars = 200;
+std::string display_name(const std::string& name);
 const char* response_type_name(ResponseType type);  // "ALLREDUCE", ..., "ERROR"
 ResponseType response_type_for(RequestType type);
 

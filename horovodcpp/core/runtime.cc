@@ -1,6 +1,7 @@
 #include "core/runtime.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -43,6 +44,15 @@ void open_queued_ops(Timeline& timeline, const ResponseList& list) {
   }
 }
 
+std::vector<std::string> environment_names() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    names.push_back(entry.substr(0, entry.find('=')));
+  }
+  return names;
+}
+
 std::string format_number(double v) {
   std::ostringstream out;
   out << v;
@@ -51,7 +61,7 @@ std::string format_number(double v) {
 
 std::string joined_names(const std::vector<std::string>& names) {
   std::string out;
-  for (std::size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  for (std::size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + display_name(names[i]) + "'";
   if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " tensors)";
   return out;
 }
@@ -110,6 +120,7 @@ void Runtime::background_main() {
   }
   init_cv_.notify_all();
   log_info(describe_setup());
+  for (const auto& warning : unknown_setting_warnings(environment_names())) log_warn(warning);
   run_loop();
   std::lock_guard<std::mutex> lock(init_mutex_);
   loop_done_ = true;
@@ -117,7 +128,7 @@ void Runtime::background_main() {
 }
 
 void Runtime::initialize_on_background_thread() {
-  world_ = create_world();
+  world_ = create_world(settings_);
   topology_ = {world_->rank(),       world_->size(),       world_->local_rank(),
                world_->local_size(), world_->cross_rank(), world_->cross_size()};
   configure_logging(topology_.rank, settings_.log_level);
@@ -478,7 +489,7 @@ void Runtime::shut_down_on_background_thread(StopKind kind, const std::string& r
     std::vector<TensorTableEntry> one;
     one.push_back(std::move(e));
     finish(one, Status::aborted("horovodcpp shut down before " + std::string(request_type_name(one[0].type)) +
-                                " of tensor '" + one[0].name + "' completed: " + reason));
+                                " of tensor '" + display_name(one[0].name) + "' completed: " + reason));
   }
   // A peer that shut down waits in MPI_Finalize (a fence over every process in Open MPI) until
   // this rank finalizes too: do it now rather than at this rank's own hvd::shutdown().
