@@ -24,8 +24,8 @@ run_asan() {
   local b=${ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=address,undefined -DHVD_FUZZ_SECONDS="${FUZZ_SECONDS:-120}" >/dev/null
   cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_codec_fuzz "${mpi_targets[@]}"
-  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1 \
-  LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0 \
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:fast_unwind_on_malloc=0 \
+  LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/sanitizers/ubsan.supp \
     ctest --test-dir "$b" --output-on-failure -R "$asan_tests"
 }

@@ -141,6 +141,7 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     w.pod<std::int32_t>(r.root);
     w.str(r.group);
     w.pod<std::int32_t>(r.group_size);
+    w.pod<double>(r.waited_seconds);
   }
   return w.take();
 }
@@ -187,6 +188,9 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
     r.root = rd.pod<std::int32_t>("root");
     r.group = rd.str("group");
     r.group_size = rd.pod<std::int32_t>("group size");
+    r.waited_seconds = rd.pod<double>("waited seconds");
+    if (!(r.waited_seconds >= 0 && r.waited_seconds < 1e9))  // also refuses NaN
+      throw CodecError("corrupt message: waited seconds " + std::to_string(r.waited_seconds));
     list.requests.push_back(std::move(r));
   }
   rd.finish();

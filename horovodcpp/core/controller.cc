@@ -145,9 +145,11 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
   // Requests on invalidated slots, or any cached request while a rank has joined, go the slow way.
   std::vector<PendingCached> keep;
   std::vector<std::pair<int, Request>> hits;
+  const auto now = Clock::now();
   for (auto& p : pending_cached_) {
     const int slot = *cache_.slot_of(p.request.name);
     if (agreement.invalid[slot] || agreement.joined) {
+      p.request.waited_seconds = std::chrono::duration<double>(now - p.since).count();
       uncached->push_back(std::move(p.request));
     } else if (agreement.ready[slot]) {
       hits.emplace_back(slot, std::move(p.request));

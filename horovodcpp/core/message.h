@@ -39,6 +39,9 @@ struct Request {
   std::int32_t root = 0;
   std::string group;  // non-empty for grouped allreduce: every member carries the group's name
   std::int32_t group_size = 0;
+  // How long the rank held it before sending it to the coordinator (a cached request that waited
+  // for the others): the stall inspector counts from the submission, not from the arrival.
+  double waited_seconds = 0;
 
   bool operator==(const Request& other) const;
   bool operator!=(const Request& other) const { return !(*this == other); }
