@@ -193,16 +193,44 @@ void GradientReducer::start_allreduce(Slot& slot) {
 }
 
 std::string GradientReducer::reduce_all() {
+  const bool round = std::any_of(slots_.begin(), slots_.end(), [this](const Slot& s) {
+    return s.handle.valid() || (!s.reduced && takes_part(s));
+  });
+  if (!round) return {};
+  // Which parameters have a gradient here; their sum over ranks tells, for each parameter
+  // this rank fills with zeros, whether any rank had one. One rank in every round sends it, so
+  // every rank does.
+  at::Tensor present = at::zeros({static_cast<std::int64_t>(slots_.size())}, at::kFloat);
+  float* here = present.data_ptr<float>();
+  std::vector<bool> filled(slots_.size(), false);
   std::string failure;
-  for (auto& slot : slots_) {
-    if (slot.reduced || slot.handle.valid() || !takes_part(slot)) continue;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    if (!takes_part(slot)) continue;
+    here[i] = slot.param.grad().defined() ? 1.0f : 0.0f;
+    if (slot.reduced || slot.handle.valid()) continue;
+    filled[i] = !slot.param.grad().defined();
     try {
       start_allreduce(slot);
     } catch (const std::exception& e) {
       if (failure.empty()) failure = e.what();  // names the parameter
     }
   }
+  AllreduceOptions sum;
+  sum.op = ReduceOp::Sum;
+  sum.name = options_.name + "#gradients_present";
+  auto present_wire = wrap(present);
+  hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, sum);
   const std::string wait_failure = write_back();
+  try {
+    present_handle.wait();
+    // `here` now holds the sum over ranks. No rank had a gradient: leave it undefined, as one process would, so the optimizer skips
+    // the parameter instead of stepping it with zeros (momentum, weight decay).
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (filled[i] && here[i] == 0.0f && slots_[i].reduced) slots_[i].param.mutable_grad().reset();
+  } catch (const std::exception& e) {
+    if (failure.empty() && wait_failure.empty()) failure = std::string("gradients_present: ") + e.what();
+  }
   return failure.empty() ? wait_failure : failure;
 }
 

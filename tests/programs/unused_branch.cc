@@ -3,6 +3,9 @@
 // gradient in some or all steps; DistributedOptimizer must neither wait for them forever nor
 // let the ranks disagree.
 //
+// The gradients are reset to undefined each step (LibTorch 2's default for zero_grad), so a
+// branch no rank used has no gradient and momentum SGD must skip it, as one process does.
+//
 // Checks: identical parameters on every rank; equal to one process on the union batches; the
 // never-used head is unchanged.
 #include "program_support.h"
@@ -39,7 +42,7 @@ void train(Net& model, torch::optim::Optimizer& optimizer, const programs::Shard
     torch::manual_seed(300 + step);
     const auto x = torch::randn({kBatch * shard.world, 3});
     const auto y = x.sum(1, true).sin();
-    optimizer.zero_grad();
+    model->zero_grad(/*set_to_none=*/true);  // LibTorch 2's default: no gradient until one is computed
     auto loss = torch::mse_loss(model->forward(shard.rows(x), step % 2 == 0), shard.rows(y));
     loss.backward();
     optimizer.step();
