@@ -50,7 +50,9 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
       ->type_name("LIST")->group(hosts);
   app.add_option("--start-timeout", numbers.start_timeout,
                  "Before launching, every other host must answer mpirun's ssh/rsh agent within "
-                 "this many seconds (also sets Open MPI's orte_startup_timeout).")
+                 "this many seconds (also sets Open MPI's orte_startup_timeout), and every rank's "
+                 "hvd::init() fails naming the ranks that did not reach it in this time "
+                 "(sets HOROVOD_START_TIMEOUT).")
       ->type_name("SECONDS")->group(hosts);
   const char* run = "Launch";
   app.add_option("--output-filename", o.output_filename,

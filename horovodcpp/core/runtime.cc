@@ -307,9 +307,11 @@ void Runtime::run_loop() {
     try {
       list = controller_->compute_response_list(std::move(requests), shutdown_requested_.load());
     } catch (const std::exception& e) {
+      if (abandoned_.load()) return;  // the watchdog gave up on this thread: touch nothing more
       shut_down_on_background_thread(StopKind::Failed, std::string("negotiation failed: ") + e.what());
       return;
     }
+    if (abandoned_.load()) return;
     publish_stats();
     if (!list.responses.empty() && log_enabled(LogLevel::Debug)) log_debug(describe_cycle(list));
     open_queued_ops(timeline_, list);
@@ -340,6 +342,7 @@ void Runtime::run_loop() {
         });
         progress_.leave_cycle();
       } catch (const std::exception& e) {
+        if (abandoned_.load()) return;
         shut_down_on_background_thread(StopKind::Failed, std::string("idle wait failed: ") + e.what());
         return;
       }

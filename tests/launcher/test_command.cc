@@ -83,8 +83,11 @@ TEST_CASE("mpirun flags: output, ssh, interfaces, start timeout, --mpi-args") {
                               kForwarded, {"prog"}}));
   CHECK(mixed.added.empty());
   CHECK(find_env(mixed.child_env, "NCCL_SOCKET_IFNAME") == nullptr);
-  CHECK(plan_for({"-np", "4", "--start-timeout", "45", "prog"}).argv ==
-        concat({kRootLocal4, {"-mca", "orte_startup_timeout", "45"}, kForwarded, {"prog"}}));
+  // --start-timeout also bounds each rank's hvd::init() (HOROVOD_START_TIMEOUT), as in Horovod.
+  auto timed = plan_for({"-np", "4", "--start-timeout", "45", "prog"});
+  CHECK(timed.argv == concat({kRootLocal4, {"-mca", "orte_startup_timeout", "45"}, kForwarded,
+                              {"-x", "HOROVOD_START_TIMEOUT", "prog"}}));
+  CHECK(timed.added == Environment{{"HOROVOD_START_TIMEOUT", "45"}});
   CHECK(plan_for({"-np", "4", "--mpi-args", "  --mca btl tcp,self\t-report-bindings ", "prog"}).argv ==
         concat({kRootLocal4, kForwarded, {"--mca", "btl", "tcp,self", "-report-bindings", "prog"}}));
 }

@@ -102,13 +102,23 @@ TEST_CASE("mismatched reduce ops, scale factors, roots and collectives", "[error
 }
 
 TEST_CASE("the same name twice in flight is refused at once, on the rank that did it", "[errors]") {
-  auto a = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
-  auto b = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
-  Handle first = allreduce_async(a, a, {ReduceOp::Sum, "twice"});
-  CHECK_THROWS_WITH(allreduce_async(b, b, {ReduceOp::Sum, "twice"}),
-                    Catch::Contains("'twice'") && Catch::Contains("already in flight"));
-  first.wait();
-  CHECK(read_as_double(*a, 0) == hvd::size());
+  // Each rank in turn submits first, while the others wait in a barrier, so its tensor is
+  // surely still in flight when it submits the same name again.
+  for (int first_rank = 0; first_rank < hvd::size(); ++first_rank) {
+    const std::string name = "twice." + std::to_string(first_rank);
+    auto a = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
+    auto b = filled(DataType::Float32, {2}, [](std::int64_t) { return 1; });
+    Handle first;
+    if (hvd::rank() == first_rank) {
+      first = allreduce_async(a, a, {ReduceOp::Sum, name});
+      CHECK_THROWS_WITH(allreduce_async(b, b, {ReduceOp::Sum, name}),
+                        Catch::Contains("'" + name + "'") && Catch::Contains("already in flight"));
+    }
+    hvd::barrier();
+    if (hvd::rank() != first_rank) first = allreduce_async(a, a, {ReduceOp::Sum, name});
+    first.wait();
+    CHECK(read_as_double(*a, 0) == hvd::size());
+  }
 }
 
 TEST_CASE("bad arguments are rejected before anything is sent", "[errors]") {
