@@ -238,5 +238,34 @@ c10::IValue unpickle(const std::string& bytes) {
   return ::torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
 }
 
+std::string tagged(const std::string& type, const std::string& bytes) { return type + '\0' + bytes; }
+
+std::string untagged(const std::string& payload, const std::string& type, const std::string& op,
+                     const std::string& source) {
+  const auto end = payload.find('\0');
+  if (end == std::string::npos) throw Error(op + ": the bytes from " + source + " carry no type");
+  if (payload.compare(0, end, type) != 0)
+    throw Error(op + ": " + source + " sent a " + payload.substr(0, end) + " but this rank expects a " + type +
+                " (the type must be the same on every rank)");
+  return payload.substr(end + 1);
+}
+
+void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name) {
+  if (hvd::size() == 1) {
+    if (!failure.empty()) throw Error(failure);
+    return;
+  }
+  const auto all = allgather_bytes(failure, name.empty() ? name : name + ".outcome");
+  std::string ranks;
+  int first = -1;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (first < 0) first = static_cast<int>(r);
+  }
+  if (first >= 0)
+    throw Error(op + ": failed on rank(s) " + ranks + "; rank " + std::to_string(first) + ": " + all[first]);
+}
+
 }  // namespace detail
 }  // namespace hvd::torch

@@ -199,20 +199,25 @@ TEST_CASE("objects of another size on some rank are reported with the ranks", "[
   const int size = hvd::size();
   const int rank = hvd::rank();
   if (size == 1) return;
-  // Root sends 4 bytes; the other ranks expect 8.
-  std::string error = rank == 0 ? error_of([] { ht::broadcast_object<std::int32_t>(7, 0, "mixed"); })
-                                : error_of([] { ht::broadcast_object<std::int64_t>(7, 0, "mixed"); });
-  if (rank == 0)
-    CHECK(error.empty());  // root decodes nothing
-  else
-    CHECK_THAT(error, Catch::Contains("broadcast_object of 'mixed': got 4 bytes from root rank 0 for a 8-byte value"));
+  // Root sends an int32; the other ranks expect an int64, or a float of the same size: every
+  // rank, root included, gets the same error naming the ranks and both types.
+  for (const bool same_size : {false, true}) {
+    INFO((same_size ? "float" : "int64"));
+    const std::string name = same_size ? "mixed.float" : "mixed";
+    const std::string expected = same_size ? "float" : "long";
+    std::string error = rank == 0 ? error_of([&] { ht::broadcast_object<std::int32_t>(7, 0, name); })
+                        : same_size ? error_of([&] { ht::broadcast_object<float>(7, 0, name); })
+                                    : error_of([&] { ht::broadcast_object<std::int64_t>(7, 0, name); });
+    CHECK_THAT(error, Catch::Contains("broadcast_object of '" + name + "': failed on rank(s) 1"));
+    CHECK_THAT(error, Catch::Contains("root rank 0 sent a int but this rank expects a " + expected));
+  }
   // Every rank decodes every rank's value, so every rank sees the mismatch.
-  error = rank == 0 ? error_of([] { ht::allgather_object<std::int32_t>(7, "mixed.all"); })
-                    : error_of([] { ht::allgather_object<std::int64_t>(7, "mixed.all"); });
+  std::string error = rank == 0 ? error_of([] { ht::allgather_object<std::int32_t>(7, "mixed.all"); })
+                                : error_of([] { ht::allgather_object<std::int64_t>(7, "mixed.all"); });
   if (rank == 0)
-    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': got 8 bytes from rank 1 for a 4-byte value"));
+    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': rank 1 sent a long but this rank expects a int"));
   else
-    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': got 4 bytes from rank 0 for a 8-byte value"));
+    CHECK_THAT(error, Catch::Contains("allgather_object of 'mixed.all': rank 0 sent a int but this rank expects a long"));
   CHECK(ht::metric_average(rank + 1.0, "after.object_mismatch") == Approx((size + 1) / 2.0));
 }
 

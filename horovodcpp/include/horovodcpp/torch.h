@@ -18,11 +18,15 @@
 #include <torch/optim/optimizer.h>
 #include <torch/ordered_dict.h>
 
+#include <c10/util/Type.h>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "horovodcpp/horovod.h"
@@ -122,6 +126,18 @@ std::string broadcast_bytes(const std::string& payload, int root, const std::str
 std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name);
 std::string pickle(const c10::IValue& value);
 c10::IValue unpickle(const std::string& bytes);
+// Objects travel behind their C++ type's name, so a rank that expects another type (even one
+// of the same size) notices: "<type>\0<bytes>". untagged() throws naming both types.
+std::string tagged(const std::string& type, const std::string& bytes);
+std::string untagged(const std::string& payload, const std::string& type, const std::string& op,
+                     const std::string& source);
+template <class T>
+std::string type_tag() {
+  return c10::demangle(typeid(T).name());
+}
+// Collective: every rank learns every rank's failure ("" for none), and all of them throw the
+// same hvd::Error when any failed, naming the ranks.
+void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name);
 
 template <class T>
 std::string encode_object(const T& value) {
@@ -166,20 +182,34 @@ T decode_object(const std::string& bytes, const std::string& op, const std::stri
 
 // Root's value on every rank. T is std::string (raw bytes), a trivially copyable type, or any
 // type c10::IValue holds (tensors, lists, dicts, tuples, strings), which is pickled.
+// A rank whose type differs from root's makes every rank throw, root included.
 template <class T>
 T broadcast_object(const T& value, int root = 0, const std::string& name = {}) {
-  return detail::decode_object<T>(detail::broadcast_bytes(detail::encode_object(value), root, name),
-                                  detail::object_op("broadcast_object", name), "root rank " + std::to_string(root));
+  const std::string op = detail::object_op("broadcast_object", name);
+  const std::string source = "root rank " + std::to_string(root);
+  const std::string payload =
+      detail::broadcast_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), root, name);
+  std::optional<T> out;
+  std::string failure;
+  try {
+    out = detail::decode_object<T>(detail::untagged(payload, detail::type_tag<T>(), op, source), op, source);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  detail::agree_on_outcome(failure, op, name);
+  return std::move(*out);
 }
 
 // Every rank's value, in rank order.
 template <class T>
 std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
   std::vector<T> out;
-  const auto all = detail::allgather_bytes(detail::encode_object(value), name);
-  for (std::size_t r = 0; r < all.size(); ++r)
-    out.push_back(detail::decode_object<T>(all[r], detail::object_op("allgather_object", name),
-                                           "rank " + std::to_string(r)));
+  const std::string op = detail::object_op("allgather_object", name);
+  const auto all = detail::allgather_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), name);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::string source = "rank " + std::to_string(r);
+    out.push_back(detail::decode_object<T>(detail::untagged(all[r], detail::type_tag<T>(), op, source), op, source));
+  }
   return out;
 }
 
