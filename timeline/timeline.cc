@@ -3,11 +3,13 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "core/logging.h"
+#include "timeline/span_folder.h"
 #include "timeline/timeline_rows.h"
 #include "timeline/timeline_writer.h"
 
@@ -22,12 +24,14 @@ using detail::TimelineRow;
 
 const char* or_unknown(const char* text) { return text != nullptr ? text : "UNKNOWN"; }
 
+constexpr std::size_t kRowMetadataEvents = 4;  // process and thread name and sort index
+
 }  // namespace
 
 // The recording state shared by the event callers (background and GPU threads, under mu),
 // start/stop (any thread, serialised by control_mu) and the writer thread.
 struct Timeline::Impl {
-  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity) {}
+  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity), folder(o.queue_capacity) {}
 
   const TimelineOptions options;
   std::mutex control_mu;
@@ -38,9 +42,11 @@ struct Timeline::Impl {
   std::condition_variable wake_writer;
   std::condition_variable flushed;
   std::vector<TimelineEvent> pending;
-  std::size_t owed_ends = 0;  // written B events whose E is not queued yet
+  std::size_t owed_ends = 0;  // written B events (and the open CYCLE) whose end is not queued yet
   detail::TimelineRows rows;
+  detail::SpanFolder folder;  // the writer thread's alone
   bool mark_cycles = false;
+  std::int64_t cycle_start_ns = -1;  // the open CYCLE slice's start; -1 when none
   bool stopping = false;
   bool writer_running = false;
   std::uint64_t flush_requested = 0;
@@ -72,18 +78,17 @@ struct Timeline::Impl {
   // Queues a B or an instant on the tensor's row, preceded by the row's metadata the first time.
   bool push_on_row_locked(const std::string& tensor, TimelineRow& row, TimelineEvent&& event) {
     const bool begin = event.phase == 'B';
-    if (!has_room_locked((row.named ? 0 : 2) + 1 + (begin ? 1 : 0))) {
+    if (!has_room_locked((row.named ? 0 : kRowMetadataEvents) + 1 + (begin ? 1 : 0))) {
       dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     if (!row.named) {
+      // Process and thread both named and sorted: every viewer labels and orders the row.
+      const std::string sort_index = std::to_string(row.pid);
       append_locked({'M', 0, row.pid, 0, "process_name", {{"name", tensor}}});
-      append_locked({'M',
-                     0,
-                     row.pid,
-                     0,
-                     "process_sort_index",
-                     {{"sort_index", std::to_string(row.pid)}}});
+      append_locked({'M', 0, row.pid, 0, "process_sort_index", {{"sort_index", sort_index}}});
+      append_locked({'M', 0, row.pid, 0, "thread_name", {{"name", tensor}}});
+      append_locked({'M', 0, row.pid, 0, "thread_sort_index", {{"sort_index", sort_index}}});
       row.named = true;
     }
     append_locked(std::move(event));
@@ -114,6 +119,14 @@ struct Timeline::Impl {
     while (!row.open.empty()) end_top_locked(row, {});
   }
 
+  // The open CYCLE slice ends at `now` (written as one complete event; its room was kept).
+  void end_cycle_locked(std::int64_t now) {
+    if (cycle_start_ns < 0) return;
+    append_locked({'X', 0, kRuntimeRow, cycle_start_ns, "CYCLE", {}, now - cycle_start_ns});
+    cycle_start_ns = -1;
+    --owed_ends;
+  }
+
   bool top_is(const TimelineRow& row, SpanKind kind) const {
     return !row.open.empty() && row.open.back().kind == kind;
   }
@@ -123,7 +136,9 @@ struct Timeline::Impl {
 
 void Timeline::Impl::writer_loop() {
   std::vector<TimelineEvent> batch;
+  std::vector<TimelineEvent> written;  // batch, folded into what the file gets
   batch.reserve(options.queue_capacity);
+  written.reserve(options.queue_capacity);
   std::uint64_t reported_dropped = 0;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
@@ -134,15 +149,20 @@ void Timeline::Impl::writer_loop() {
     batch.swap(pending);
     const bool last = stopping;
     const std::uint64_t request = flush_requested;
+    const bool spill_all = last || request > flush_done;
+    const std::int64_t hold_cutoff =
+        now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(options.open_span_hold).count();
     lock.unlock();
+    folder.fold(batch, written);
+    folder.spill_older_than(spill_all ? INT64_MAX : hold_cutoff, written);
     const std::uint64_t lost = dropped.load(std::memory_order_relaxed);
     if (lost != reported_dropped || last) {
       // The counter travels as metadata, so even a crashed run's file says what it lost.
-      batch.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
+      written.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
       reported_dropped = lost;
     }
-    if (!batch.empty()) writer->write(batch);
-    batch.clear();
+    if (!written.empty()) writer->write(written);
+    written.clear();
     lock.lock();
     flush_done = request;
     flushed.notify_all();
@@ -170,7 +190,9 @@ void Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   s.pending.clear();
   s.pending.reserve(s.options.queue_capacity);
   s.rows.reset(kRuntimeRow + 1);
+  s.folder.reset();
   s.owed_ends = 0;
+  s.cycle_start_ns = -1;
   s.mark_cycles = mark_cycles;
   s.stopping = false;
   s.writer_running = true;
@@ -194,6 +216,7 @@ void Timeline::stop_locked_by_caller() {
     if (!s.thread.joinable()) return;
     s.enabled.store(false, std::memory_order_release);
     s.rows.for_each([&s](TimelineRow& row) { s.close_all_locked(row); });
+    s.end_cycle_locked(s.now_ns());
     s.stopping = true;
     s.wake_writer.notify_one();
     thread = std::move(s.thread);
@@ -244,11 +267,15 @@ void Timeline::negotiate_rank_ready(const std::string& tensor, int rank) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  TimelineRow& row = impl_->rows.get(tensor);
-  // Named by the rank, as Horovod does, so Chrome shows which rank reported when.
-  impl_->push_on_row_locked(
-      tensor, row,
-      {'i', 't', row.pid, impl_->now_ns(), std::to_string(rank), {{"rank", std::to_string(rank)}}});
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr || row->open.empty() || row->open.front().kind != SpanKind::Negotiate) {
+    return;  // no negotiation open (recording started mid-way)
+  }
+  // A slice rather than an instant: neither speedscope nor DevTools draws instants.
+  const std::int64_t now = impl_->now_ns();
+  if (impl_->top_is(*row, SpanKind::Ready)) impl_->end_top_locked(*row, {}, now);
+  impl_->begin_locked(tensor, *row, SpanKind::Ready, "READY " + std::to_string(rank),
+                      {{"rank", std::to_string(rank)}}, now);
 }
 
 void Timeline::negotiate_end(const std::string& tensor) {
@@ -334,11 +361,15 @@ void Timeline::mark_cycle_start() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& s = *impl_;
   if (!s.recording_locked() || !s.mark_cycles) return;
+  const std::int64_t now = s.now_ns();
+  s.end_cycle_locked(now);
+  // The next slice is written when it ends: room for it is kept as for an owed end.
   if (!s.has_room_locked(1)) {
     s.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  s.append_locked({'i', 'g', kRuntimeRow, s.now_ns(), "CYCLE_START", {}});
+  s.cycle_start_ns = now;
+  ++s.owed_ends;
 }
 
 }  // namespace hvd

@@ -15,7 +15,7 @@
 
 namespace hvd::detail {
 
-enum class SpanKind { Negotiate, Op, Queue, Activity };
+enum class SpanKind { Negotiate, Ready, Op, Queue, Activity };
 
 // An open B event on a row. `written` is false when the B was dropped (queue full): its E is
 // then dropped too, so every row in the file stays properly nested.

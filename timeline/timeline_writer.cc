@@ -50,7 +50,9 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
     throw Error("timeline: cannot open '" + path + "' for writing: " + std::strerror(errno));
   }
   // The header is an ordinary batch so that even an empty recording is a valid trace.
-  std::vector<TimelineEvent> header(3);
+  // Every row, this one included, has a process and a thread name and sort indexes: viewers
+  // otherwise show "Thread 22 (22)" and order rows by whim.
+  std::vector<TimelineEvent> header(5);
   header[0] = {'M',
                0,
                kRuntimeRow,
@@ -58,9 +60,11 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
                "hvd_timeline",
                {{"rank", std::to_string(rank)},
                 {"start_wall_us", std::to_string(start_wall_us)},
-                {"format", "horovodcpp-timeline-1"}}};
+                {"format", kTimelineFormat}}};
   header[1] = {'M', 0, kRuntimeRow, 0, "process_name", {{"name", "rank " + std::to_string(rank)}}};
   header[2] = {'M', 0, kRuntimeRow, 0, "process_sort_index", {{"sort_index", "0"}}};
+  header[3] = {'M', 0, kRuntimeRow, 0, "thread_name", {{"name", "runtime"}}};
+  header[4] = {'M', 0, kRuntimeRow, 0, "thread_sort_index", {{"sort_index", "0"}}};
   buffer_ = "[\n";
   content_end_ = 0;
   if (!write(header)) {
@@ -85,6 +89,10 @@ void TimelineWriter::format(const TimelineEvent& event, std::string& out) {
   if (event.phase != 'M') {
     out += ",\"ts\":";
     append_ts(out, event.ts_ns);
+  }
+  if (event.phase == 'X') {
+    out += ",\"dur\":";
+    append_ts(out, event.dur_ns);
   }
   const std::string row = std::to_string(event.pid);
   out += ",\"pid\":" + row + ",\"tid\":" + row;

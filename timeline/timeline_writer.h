@@ -17,16 +17,21 @@ namespace hvd::detail {
 // numbered after it. Never 0: Perfetto treats pid 0 as the idle process.
 constexpr int kRuntimeRow = 1;
 
-// One recorded event, as the background thread hands it over (formatted later, off its path).
+// Events in the file: 'X' (a complete span, with dur), 'B'/'E' (a span still open when it was
+// written, and its end, which repeats the begin's name), 'i' (instant) and 'M' (metadata).
 // It is written with pid and tid both set to its row.
 struct TimelineEvent {
-  char phase = 'B';        // 'B', 'E', 'i' (instant) or 'M' (metadata)
+  char phase = 'B';
   char scope = 0;          // instants: 'g' (global) or 't' (thread); 0 for others
   int pid = kRuntimeRow;   // the tensor's row
   std::int64_t ts_ns = 0;  // since recording started
   std::string name;
-  TimelineArgs args;  // values that are plain integers are written as JSON numbers
+  TimelineArgs args;        // values that are plain integers are written as JSON numbers
+  std::int64_t dur_ns = 0;  // 'X' only
 };
+
+// The format tag in the "hvd_timeline" metadata: 2 = complete events and named ends.
+constexpr char kTimelineFormat[] = "horovodcpp-timeline-2";
 
 class TimelineWriter {
  public:

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "timeline/trace_nesting.h"
+
 namespace hvd::timeline {
 namespace {
 
@@ -65,7 +67,7 @@ Reader::Reader(const TraceFile& trace) {
     }
   }
   if (groups.empty()) return;
-  for (const auto& event : trace.events) add(event);
+  for (const auto& event : nested_events(trace.events)) add(event);
 }
 
 void Reader::add(const JsonValue& event) {
@@ -73,15 +75,27 @@ void Reader::add(const JsonValue& event) {
   const auto ts = number_field(event, "ts");
   auto group = groups.find(id_of(event, "pid"));
   if (phase == "M" || !ts || group == groups.end()) return;
-  if ((phase == "i" || phase == "I") && string_field(event, "name") == "CYCLE_START") {
+  const std::string name = string_field(event, "name");
+  // Cycle marks: CYCLE slices (now) or CYCLE_START instants (older files).
+  if ((phase == "B" && name == "CYCLE") ||
+      ((phase == "i" || phase == "I") && name == "CYCLE_START")) {
     group->second.cycles.push_back(ns(*ts));
     return;
   }
   auto row = rows_.find(id_of(event, "pid") + "/" + id_of(event, "tid"));
   if (row == rows_.end()) return;
   RowCursor& r = row->second;
+  // A rank's report: a READY slice inside the negotiation (now), or an instant (older files).
+  const bool report = (phase == "B" && r.depth == 1 && name.rfind("READY ", 0) == 0) ||
+                      phase == "i" || phase == "I";
+  if (report) {
+    const auto rank = numeric_arg(event, "rank");
+    if (r.negotiating && !r.current.has_ready && rank && int(*rank) == group->second.rank) {
+      r.current = {true, ns(*ts), 0};
+    }
+  }
   if (phase == "B") {
-    if (r.depth++ == 0 && string_field(event, "name").rfind("NEGOTIATE_", 0) == 0) {
+    if (r.depth++ == 0 && name.rfind("NEGOTIATE_", 0) == 0) {
       r.negotiating = true;
       r.current = {};
     }
@@ -91,9 +105,6 @@ void Reader::add(const JsonValue& event) {
       group->second.tensors[r.tensor].push_back(r.current);
       r.negotiating = false;
     }
-  } else if ((phase == "i" || phase == "I") && r.negotiating && !r.current.has_ready) {
-    const auto rank = numeric_arg(event, "rank");
-    if (rank && int(*rank) == group->second.rank) r.current = {true, ns(*ts), 0};
   }
 }
 
@@ -122,11 +133,21 @@ void count_round(const Round& round, LastReadyStats& stats) {
   }
   ++stats.negotiations;
   if (cycles) ++stats.by_cycle;
-  if (last.size() == 1) {
-    ++stats.last[last.front()];
-  } else {
+  if (last.size() != 1) {
     ++stats.ties;
+    return;
   }
+  // How long the others waited for the last one: its report after the latest of theirs.
+  std::int64_t own = 0, others = INT64_MIN;
+  for (const auto& [group, n] : round) {
+    if (group->rank == last.front()) {
+      own = n->ready;
+    } else {
+      others = std::max(others, n->ready);
+    }
+  }
+  ++stats.last[last.front()];
+  stats.lost_us[last.front()].push_back(own > others ? double(own - others) / 1000.0 : 0.0);
 }
 
 }  // namespace

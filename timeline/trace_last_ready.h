@@ -15,11 +15,16 @@
 // the ranks whose request left its queue in the cycle that ended the negotiation (no cycle of
 // theirs started between their ready instant and their negotiation's end) are the last; without
 // marks the latest timestamp is. Either way, two or more ranks at the last place is a tie,
-// counted for nobody. Tool-side only.
+// counted for nobody. A rank alone at the last place cost the others the time between the
+// latest of their reports and its own: summary names the straggler by that time, summed, since
+// a count of negotiations favours a rank that is last often by a hair over one that is last
+// less often by a whole pause. Reads READY slices and CYCLE slices (and the instants older
+// files hold). Tool-side only.
 #pragma once
 
 #include <cstddef>
 #include <map>
+#include <vector>
 
 #include "timeline/trace_file.h"
 
@@ -28,6 +33,9 @@ namespace hvd::timeline {
 struct LastReadyStats {
   bool merged = false;              // the trace has rank groups; otherwise nothing was counted
   std::map<int, std::size_t> last;  // rank -> negotiations in which it alone was last
+  // rank -> for each of those, how much later it reported than the latest other rank (us): the
+  // time the others waited for it.
+  std::map<int, std::vector<double>> lost_us;
   std::size_t negotiations = 0;     // negotiations compared (2+ ranks with their own instant)
   std::size_t ties = 0;             // of those, ones where 2+ ranks share the last place
   std::size_t by_cycle = 0;         // of those, ones resolved by cycle marks (else timestamps)

@@ -5,11 +5,15 @@
 #include <set>
 #include <utility>
 
+#include "timeline/trace_nesting.h"
+
 namespace hvd::timeline {
 namespace {
 
 constexpr std::size_t kMaxErrorMessages = 5;
 const std::string kNegotiatePrefix = "NEGOTIATE_";
+const std::string kReadyPrefix = "READY ";  // a rank's report inside a negotiation
+const std::string kCycle = "CYCLE";         // a background cycle, on the runtime row
 
 struct OpenSpan {
   std::string name;
@@ -97,8 +101,6 @@ void Summarizer::add(const JsonValue& event) {
     const OpenSpan span = state.open.back();
     state.open.pop_back();
     close_span(state, span, event);
-  } else if (phase == "X") {
-    summary_.spans[string_field(event, "name")].add(number_field(event, "dur").value_or(0));
   } else if (phase == "i" || phase == "I") {
     if (string_field(event, "name") == "CYCLE_START") ++summary_.cycles;
   }
@@ -106,6 +108,11 @@ void Summarizer::add(const JsonValue& event) {
 
 void Summarizer::close_span(RowState& state, const OpenSpan& span, const JsonValue& end) {
   const double us = number_field(end, "ts").value_or(span.ts) - span.ts;
+  if (span.name == kCycle && state.open.empty()) {  // marks, not work
+    ++summary_.cycles;
+    return;
+  }
+  if (starts_with(span.name, kReadyPrefix)) return;
   summary_.spans[span.name].add(us);
   if (!state.open.empty()) return;  // an activity inside an op
   TensorStats& tensor = summary_.tensors[state.label];
@@ -215,12 +222,23 @@ void print_fusion(const TraceSummary& s, std::ostream& out) {
   out << "; " << s.unfused_ops << " op(s) ran unfused; " << s.bytes << " bytes in all\n";
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
+}
+
 std::string percent(std::size_t part, std::size_t whole) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
   return buf;
 }
 
+// Per rank: in how many negotiations it alone was last, and the time the others waited for it
+// there (total and median). The straggler is named by that time, summed.
 void print_last_ready(const LastReadyStats& r, std::ostream& out) {
   out << "\nLast rank ready";
   if (!r.merged) {
@@ -232,24 +250,53 @@ void print_last_ready(const LastReadyStats& r, std::ostream& out) {
   out << " (each rank's own ready time, over " << r.negotiations << " negotiation(s) seen by 2+ "
       << "ranks; " << r.ties << " tie(s), counted for nobody):\n";
   if (r.by_cycle < r.negotiations) {
-    out << "  " << r.negotiations - r.by_cycle << " of them compared by timestamp (no CYCLE_START"
+    out << "  " << r.negotiations - r.by_cycle << " of them compared by timestamp (no cycle"
         << " marks): a rank whose cycles start a little later looks last; record with\n"
         << "  HOROVOD_TIMELINE_MARK_CYCLES=1 to count ranks ready in the same cycle as a tie\n";
   }
-  int worst = -1;
-  std::size_t worst_count = 0;
+  const StragglerVerdict verdict = straggler_verdict(r);
+  char buf[256];
   for (const auto& [rank, count] : r.last) {
-    out << "  rank " << rank << ": last in " << count << " (" << percent(count, r.negotiations)
-        << ")\n";
-    if (count > worst_count) worst = rank, worst_count = count;
+    const auto lost = r.lost_us.find(rank);
+    const std::vector<double> none;
+    const std::vector<double>& times = lost != r.lost_us.end() ? lost->second : none;
+    double total = 0;
+    for (double us : times) total += us;
+    std::snprintf(buf, sizeof(buf),
+                  "  rank %d: last in %zu (%s), the others waited for it %s ms in all, median "
+                  "%s ms\n",
+                  rank, count, percent(count, r.negotiations).c_str(), ms(total).c_str(),
+                  ms(median(times)).c_str());
+    out << buf;
   }
-  if (worst >= 0) {
-    out << "  most often last: rank " << worst << " (" << percent(worst_count, r.negotiations)
-        << " of negotiations)\n";
+  if (verdict.rank >= 0) {
+    out << "  straggler (most time lost): rank " << verdict.rank << " (" << ms(verdict.total_us)
+        << " ms in " << verdict.count << " negotiation(s))\n";
+  } else if (!r.last.empty()) {
+    out << "  straggler: none stands out (no rank cost the others twice the time the next did)\n";
   }
 }
 
 }  // namespace
+
+StragglerVerdict straggler_verdict(const LastReadyStats& r) {
+  StragglerVerdict best;
+  double runner_up = 0;
+  for (const auto& [rank, times] : r.lost_us) {
+    double total = 0;
+    for (double us : times) total += us;
+    if (total > best.total_us) {
+      runner_up = best.total_us;
+      best = {rank, total, times.size()};
+    } else {
+      runner_up = std::max(runner_up, total);
+    }
+  }
+  if (best.rank >= 0 && (best.total_us <= 0 || best.total_us < kStragglerFactor * runner_up)) {
+    best = {};  // nobody cost the others clearly more than the rest did
+  }
+  return best;
+}
 
 void SpanStats::add(double us) {
   ++count;
@@ -259,7 +306,8 @@ void SpanStats::add(double us) {
 
 TraceSummary summarize_trace(const TraceFile& trace) {
   Summarizer summarizer(trace);
-  for (const auto& event : trace.events) summarizer.add(event);
+  const std::vector<JsonValue> events = nested_events(trace.events);  // X as B/E pairs
+  for (const auto& event : events) summarizer.add(event);
   TraceSummary summary = summarizer.finish();
   summary.last_ready = last_ready_stats(trace);
   return summary;
