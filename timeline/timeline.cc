@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <condition_variable>
@@ -47,6 +48,7 @@ struct Timeline::Impl {
   detail::SpanFolder folder;  // the writer thread's alone
   bool mark_cycles = false;
   std::int64_t cycle_start_ns = -1;  // the open CYCLE slice's start; -1 when none
+  std::int64_t cycle_last_ns = -1;   // the runtime row's latest time written
   bool stopping = false;
   bool writer_running = false;
   std::uint64_t flush_requested = 0;
@@ -96,11 +98,19 @@ struct Timeline::Impl {
     return true;
   }
 
+  // A row's events get strictly increasing times, at least 1 ns apart: viewers compute span
+  // ends in floating point, and a boundary two spans share exactly (one ends as the next
+  // begins, or a span of no length) may come out in the wrong order there.
+  std::int64_t next_ts(std::int64_t& last, std::int64_t ts = -1) const {
+    last = std::max(ts < 0 ? now_ns() : ts, last + 1);
+    return last;
+  }
+
   // `ts`: when the span begins (ends); now when negative.
   void begin_locked(const std::string& tensor, TimelineRow& row, SpanKind kind, std::string name,
                     TimelineArgs args, std::int64_t ts = -1) {
     const bool written = push_on_row_locked(
-        tensor, row, {'B', 0, row.pid, ts < 0 ? now_ns() : ts, std::move(name), std::move(args)});
+        tensor, row, {'B', 0, row.pid, next_ts(row.last_ns, ts), std::move(name), std::move(args)});
     row.open.push_back({kind, written});
   }
 
@@ -108,7 +118,7 @@ struct Timeline::Impl {
     Span span = row.open.back();
     row.open.pop_back();
     if (span.written) {
-      append_locked({'E', 0, row.pid, ts < 0 ? now_ns() : ts, "", std::move(args)});
+      append_locked({'E', 0, row.pid, next_ts(row.last_ns, ts), "", std::move(args)});
       --owed_ends;
     } else {
       dropped.fetch_add(1, std::memory_order_relaxed);
@@ -122,6 +132,7 @@ struct Timeline::Impl {
   // The open CYCLE slice ends at `now` (written as one complete event; its room was kept).
   void end_cycle_locked(std::int64_t now) {
     if (cycle_start_ns < 0) return;
+    now = next_ts(cycle_last_ns, now);  // the next cycle starts 1 ns later (see next_ts)
     append_locked({'X', 0, kRuntimeRow, cycle_start_ns, "CYCLE", {}, now - cycle_start_ns});
     cycle_start_ns = -1;
     --owed_ends;
@@ -192,7 +203,7 @@ void Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   s.rows.reset(kRuntimeRow + 1);
   s.folder.reset();
   s.owed_ends = 0;
-  s.cycle_start_ns = -1;
+  s.cycle_start_ns = s.cycle_last_ns = -1;
   s.mark_cycles = mark_cycles;
   s.stopping = false;
   s.writer_running = true;
@@ -368,7 +379,7 @@ void Timeline::mark_cycle_start() {
     s.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  s.cycle_start_ns = now;
+  s.cycle_start_ns = s.next_ts(s.cycle_last_ns, now);
   ++s.owed_ends;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,7 @@ struct TimelineRow {
   int pid = 0;
   bool named = false;  // its process_name metadata has been queued
   std::vector<Span> open;
+  std::int64_t last_ns = -1;  // the latest time given to an event on it
 };
 
 class TimelineRows {

@@ -222,6 +222,12 @@ void print_fusion(const TraceSummary& s, std::ostream& out) {
   out << "; " << s.unfused_ops << " op(s) ran unfused; " << s.bytes << " bytes in all\n";
 }
 
+double sum(const std::vector<double>& values) {
+  double total = 0;
+  for (double v : values) total += v;
+  return total;
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   const std::size_t mid = values.size() / 2;
@@ -255,44 +261,68 @@ void print_last_ready(const LastReadyStats& r, std::ostream& out) {
         << "  HOROVOD_TIMELINE_MARK_CYCLES=1 to count ranks ready in the same cycle as a tie\n";
   }
   const StragglerVerdict verdict = straggler_verdict(r);
-  char buf[256];
-  for (const auto& [rank, count] : r.last) {
-    const auto lost = r.lost_us.find(rank);
-    const std::vector<double> none;
-    const std::vector<double>& times = lost != r.lost_us.end() ? lost->second : none;
-    double total = 0;
-    for (double us : times) total += us;
+  std::set<int> ranks;
+  for (const auto& entry : r.last) ranks.insert(entry.first);
+  for (const auto& entry : r.lost_us) ranks.insert(entry.first);
+  for (const auto& entry : r.late_entry_us) ranks.insert(entry.first);
+  out << "  time lost: how much later than all others a rank reported ready, or began the agreed\n"
+      << "  collective, less one cycle period (" << ms(r.cycle_us) << " ms"
+      << (r.cycle_us > 0 ? "" : ": no cycle marks") << "):\n";
+  const auto times_of = [](const std::map<int, std::vector<double>>& by_rank, int rank) {
+    const auto it = by_rank.find(rank);
+    return it != by_rank.end() ? it->second : std::vector<double>();
+  };
+  char buf[320];
+  for (int rank : ranks) {
+    const auto last = r.last.find(rank);
+    const std::size_t count = last != r.last.end() ? last->second : 0;
+    const std::vector<double> ready = times_of(r.lost_us, rank);
+    const std::vector<double> entry = times_of(r.late_entry_us, rank);
+    std::vector<double> all = ready;
+    all.insert(all.end(), entry.begin(), entry.end());
     std::snprintf(buf, sizeof(buf),
-                  "  rank %d: last in %zu (%s), the others waited for it %s ms in all, median "
-                  "%s ms\n",
-                  rank, count, percent(count, r.negotiations).c_str(), ms(total).c_str(),
-                  ms(median(times)).c_str());
+                  "  rank %d: last in %zu (%s); the others waited for it %s ms in all, median %s ms"
+                  " (reporting late %s ms in %zu negotiation(s), entering late %s ms in %zu op(s))\n",
+                  rank, count, percent(count, r.negotiations).c_str(), ms(sum(all)).c_str(),
+                  ms(median(all)).c_str(), ms(sum(ready)).c_str(), ready.size(),
+                  ms(sum(entry)).c_str(), entry.size());
     out << buf;
   }
   if (verdict.rank >= 0) {
     out << "  straggler (most time lost): rank " << verdict.rank << " (" << ms(verdict.total_us)
-        << " ms in " << verdict.count << " negotiation(s))\n";
-  } else if (!r.last.empty()) {
-    out << "  straggler: none stands out (no rank cost the others twice the time the next did)\n";
+        << " ms in " << verdict.count << " negotiation(s) and op(s))\n";
+  } else {
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "  straggler: none stands out (none cost the others %.1fx what the next rank did"
+                  " and %.0f%% of the %s ms recorded)\n",
+                  kStragglerFactor, kStragglerShare * 100, ms(r.recorded_us).c_str());
+    out << line;
   }
 }
 
 }  // namespace
 
 StragglerVerdict straggler_verdict(const LastReadyStats& r) {
-  StragglerVerdict best;
-  double runner_up = 0;
-  for (const auto& [rank, times] : r.lost_us) {
-    double total = 0;
-    for (double us : times) total += us;
-    if (total > best.total_us) {
-      runner_up = best.total_us;
-      best = {rank, total, times.size()};
-    } else {
-      runner_up = std::max(runner_up, total);
+  std::map<int, std::pair<double, std::size_t>> lost;  // rank -> (us, count)
+  for (const auto* by_rank : {&r.lost_us, &r.late_entry_us}) {
+    for (const auto& [rank, times] : *by_rank) {
+      lost[rank].second += times.size();
+      for (double us : times) lost[rank].first += us;
     }
   }
-  if (best.rank >= 0 && (best.total_us <= 0 || best.total_us < kStragglerFactor * runner_up)) {
+  StragglerVerdict best;
+  double runner_up = 0;
+  for (const auto& [rank, total] : lost) {
+    if (total.first > best.total_us) {
+      runner_up = best.total_us;
+      best = {rank, total.first, total.second};
+    } else {
+      runner_up = std::max(runner_up, total.first);
+    }
+  }
+  if (best.rank >= 0 && (best.total_us < kStragglerFactor * runner_up ||
+                         best.total_us < kStragglerShare * r.recorded_us)) {
     best = {};  // nobody cost the others clearly more than the rest did
   }
   return best;
