@@ -4,7 +4,8 @@
 #   rank0, rank1  each rank's file of an MNIST run (HOROVOD_TIMELINE_ALL_RANKS=1, cycle marks;
 #                 without LibTorch, a run of the allreduce app instead)
 #   merged        hvd-timeline merge of the two
-#   killed        rank 1's file of a run in which rank 1 was killed with kill -9
+#   killed        rank 1's file of a run in which rank 1 was killed with kill -9 while it waited
+#                 (rank 0 frozen) in a negotiation: that span is still open in the file
 #   repaired      hvd-timeline merge of that file alone
 # Needs Debian's chromium and the npm packages in tests/timeline/browser (scripts/setup.sh
 # installs both); without them it is skipped (exit 77) with a message saying what is missing.
@@ -46,7 +47,9 @@ fi
 "$tool" merge "$dir/run.json.rank0" "$dir/run.json.rank1" -o "$dir/merged.json" > /dev/null ||
   fail "merge failed"
 
-# A run in which rank 1 dies: frozen first (so its writer is between writes), then kill -9.
+# A run in which rank 1 dies while it waits: rank 0 is frozen long enough for rank 1's open
+# negotiation to be written (as a begin event), then rank 1 is frozen (so its writer is between
+# writes) and killed with kill -9.
 HOROVOD_TIMELINE="$dir/killed.json" "$mpirun" "$@" -np 2 "$app" > "$dir/killed.log" 2>&1 &
 run=$!
 for _ in $(seq 1 600); do
@@ -56,10 +59,14 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 victim=$(cat "$dir/killed.json.pid.rank1" 2>/dev/null) || { kill -9 "$run"; fail "rank 1 never started"; }
-kill -STOP "$victim" && sleep 0.5 && kill -9 "$victim"
+peer=$(cat "$dir/killed.json.pid.rank0" 2>/dev/null) || { kill -9 "$run"; fail "rank 0 never started"; }
+kill -STOP "$peer" && sleep 2.5 && kill -STOP "$victim" && sleep 0.5 && kill -9 "$victim"
+kill -CONT "$peer"
 for _ in $(seq 1 600); do kill -0 "$run" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$run" 2>/dev/null && { kill -9 "$run"; fail "mpirun did not end after rank 1 was killed"; }
 "$tool" merge "$dir/killed.json.rank1" -o "$dir/repaired.json" > /dev/null || fail "merge (repair) failed"
+"$tool" check "$dir/killed.json.rank1" 2>&1 | grep -q "span(s) still open" ||
+  fail "rank 1's file does not hold the negotiation it was killed in"
 
 for f in run.json.rank0 run.json.rank1 merged.json killed.json.rank1 repaired.json; do
   "$tool" check "$dir/$f" > "$dir/check.log" 2>&1 || { cat "$dir/check.log"; fail "check failed on $f"; }

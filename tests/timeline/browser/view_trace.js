@@ -58,7 +58,13 @@ function spansOfFile(events) {
     }
   }
   for (const stack of open.values()) unclosed += stack.length;
-  return {rows, unclosed};
+  const rowEnd = new Map();  // row -> its last event's time
+  for (const e of events) {
+    if (e.ph === 'M') continue;
+    const end = e.ts + (e.ph === 'X' ? e.dur : 0);
+    rowEnd.set(row(e), Math.max(rowEnd.get(row(e)) || -Infinity, end));
+  }
+  return {rows, unclosed, open, rowEnd};
 }
 
 // Sorted "name dur" keys of a row's spans, durations in whole nanoseconds (the file's digits).
@@ -87,6 +93,28 @@ function compareRows(viewer, label, fileRows, viewerRows) {
     }
   }
   return compared;
+}
+
+// A span the file leaves open (a run killed inside it) must still be drawn: the viewer has one
+// more span of that name on the row than the file closes. speedscope ends each row's profile at
+// that row's last event, so an open span that begins there has no width in it (`rowEnd` given:
+// such spans are counted, not required). Returns how many open spans were not drawn that way.
+function checkOpenDrawn(viewer, label, fileRows, open, viewerRows, rowEnd) {
+  let zeroWidth = 0;
+  for (const [row, stack] of open) {
+    for (const b of stack) {
+      if (rowEnd && b.ts >= rowEnd.get(row)) {
+        ++zeroWidth;
+        continue;
+      }
+      const closed = (fileRows.get(row) || []).filter((s) => s.name === b.name).length;
+      const drawn = (viewerRows.get(row) || []).filter((s) => s.name === b.name).length;
+      if (drawn < closed + stack.filter((o) => o.name === b.name).length) {
+        fail(`${viewer}: ${label}: row ${row}: the span "${b.name}" left open in the file is not drawn`);
+      }
+    }
+  }
+  return zeroWidth;
 }
 
 function serve(traces) {
@@ -131,9 +159,39 @@ function checkConsole(viewer, label, lines, allowOpen) {
   }
 }
 
-async function speedscope(browser, port, name, label, file, allowOpen, outDir) {
+// Picks the row of `focus` (row, ts of an MPI_ALLREDUCE) in speedscope's profile list, zooms
+// the flame chart in on the span and hovers it, so that the tooltip shows its duration.
+async function screenshotSpan(page, model, focus, png) {
+  const [pid, tid] = focus.row.split('/');
+  const profile = model.profiles.find((p) => p.name.includes(`(pid ${pid})`) &&
+                                             p.name.includes(`(tid ${tid})`));
+  if (!profile) return;
+  await page.mouse.click(800, 10);  // the profile name: opens the list of rows
+  await new Promise((r) => setTimeout(r, 300));
+  await page.mouse.click(800, 41);  // its filter
+  await page.keyboard.type(profile.name);
+  await new Promise((r) => setTimeout(r, 300));
+  await page.mouse.click(700, 107);  // the one row left
+  await new Promise((r) => setTimeout(r, 500));
+  const width = page.viewport().width;
+  const at = focus.ts - focus.rowStart;  // speedscope puts each row's first event at 0
+  const x = Math.round(((at + focus.dur / 2) / (profile.endValue - profile.startValue)) * width);
+  await page.mouse.move(x, 300);
+  await page.keyboard.down('Control');
+  for (let i = 0; i < 10; ++i) {
+    await page.mouse.wheel({deltaY: -12});
+    await new Promise((r) => setTimeout(r, 60));
+  }
+  await page.keyboard.up('Control');
+  await new Promise((r) => setTimeout(r, 500));
+  await page.mouse.move(x, 170);  // depth 1: the op's activities
+  await new Promise((r) => setTimeout(r, 500));
+  await page.screenshot({path: png});
+}
+
+async function speedscope(browser, port, name, label, file, allowOpen, outDir, focus) {
   const page = await browser.newPage();
-  await page.setViewport({width: 1600, height: 900});
+  await page.setViewport({width: 1600, height: 420});
   const lines = [];
   watchConsole(page, lines);
   const downloads = fs.mkdtempSync(path.join(os.tmpdir(), 'hvd-speedscope-'));
@@ -179,10 +237,7 @@ async function speedscope(browser, port, name, label, file, allowOpen, outDir) {
     rows.set(`${id[1]}/${id[2]}`, spans);
   }
   checkConsole('speedscope', label, lines, allowOpen);
-  if (outDir) {
-    // The first tensor row with an MPI_ALLREDUCE, in the flame chart.
-    await page.screenshot({path: path.join(outDir, `speedscope-${label}.png`)});
-  }
+  if (outDir && focus) await screenshotSpan(page, model, focus, path.join(outDir, `speedscope-${label}.png`));
   await page.close();
   return rows;
 }
@@ -262,7 +317,7 @@ async function main() {
   try {
     for (const job of jobs) {
       const events = JSON.parse(fs.readFileSync(job.file, 'utf8'));
-      const {rows, unclosed} = spansOfFile(events);
+      const {rows, unclosed, open, rowEnd} = spansOfFile(events);
       let longest = null;
       for (const [row, spans] of rows) {
         for (const s of spans) {
@@ -270,18 +325,23 @@ async function main() {
         }
       }
       if (!longest) fail(`${job.label}: the trace holds no closed MPI_ALLREDUCE span`);
+      const rowStart = Math.min(...events.filter((e) => e.ph !== 'M' && `${e.pid}/${e.tid}` === longest.row)
+                                         .map((e) => e.ts));
       const ss = await speedscope(browser, server.address().port, job.name, job.label, job.file,
-                                  job.allowOpen, outDir);
+                                  job.allowOpen, outDir, {...longest, rowStart});
       const dt = await devtools(browser, devtoolsPort, job.label, job.file, outDir);
       const n1 = compareRows('speedscope', job.label, rows, ss);
       const n2 = compareRows('DevTools', job.label, rows, dt);
+      const flat = checkOpenDrawn('speedscope', job.label, rows, open, ss, rowEnd);
+      checkOpenDrawn('DevTools', job.label, rows, open, dt);
       const shown = (viewerRows) => {
         const match = (viewerRows.get(longest.row) || []).find(
             (s) => s.name === 'MPI_ALLREDUCE' && Math.abs(s.dur - longest.dur) < kSlackUs);
         return match ? match.dur.toFixed(3) : 'missing';
       };
       console.log(`${job.label}: ${path.basename(job.file)}: ${events.length} events, ` +
-                  `${rows.size} rows, ${unclosed} span(s) open at the end; speedscope drew ${n1} ` +
+                  `${rows.size} rows, ${unclosed} span(s) open at the end (DevTools drew all, speedscope ` +
+                  `${unclosed - flat}: ${flat} begin at their row's last event); speedscope drew ${n1} ` +
                   `and DevTools ${n2} closed spans with the file's durations; longest ` +
                   `MPI_ALLREDUCE (row ${longest.row}): file ${longest.dur.toFixed(3)} us, ` +
                   `speedscope ${shown(ss)} us, DevTools ${shown(dt)} us`);
