@@ -50,15 +50,15 @@ struct SummaryOptions {
 
 // The rank that cost the others the most waiting (LastReadyStats::lost_us and late_entry_us,
 // summed), when that is at least kStragglerFactor times what the next rank cost and at least
-// kStragglerShare of the recording's length (scheduling noise on a busy machine makes some
-// rank "cost" a few percent); rank -1 when none stands out.
+// kStragglerShare of the recording's length (on a busy machine, scheduling alone makes some
+// rank "cost" the others up to a fifth of it); rank -1 when none stands out.
 struct StragglerVerdict {
   int rank = -1;
   double total_us = 0;
   std::size_t count = 0;  // negotiations and ops in which it held the others up
 };
 constexpr double kStragglerFactor = 1.5;
-constexpr double kStragglerShare = 0.1;
+constexpr double kStragglerShare = 0.25;
 StragglerVerdict straggler_verdict(const LastReadyStats& stats);
 
 TraceSummary summarize_trace(const TraceFile& trace);

@@ -212,7 +212,7 @@ std::string op_run(int rank, double begin, double start, double end) {
 }
 
 // Two ranks, 1 ms cycles for 120 ms; rank 0 reports 1.5 ms after rank 1 in three negotiations;
-// with `pause`, rank 1 then reports 21 ms late once and begins the collective 11 ms late.
+// with `pause`, rank 1 then reports 21 ms late once and begins the collective 31 ms late.
 std::string two_rank_trace(bool pause) {
   std::string events = group_meta(0, {{2, "w"}}) + "," + group_meta(1, {{2, "w"}});
   for (int rank = 0; rank < 2; ++rank) {
@@ -224,7 +224,7 @@ std::string two_rank_trace(bool pause) {
   }
   if (pause) {
     events += "," + negotiated(0, 75100, 96500) + "," + negotiated(1, 96100, 96500);
-    events += "," + op_run(0, 100000, 100100, 112000) + "," + op_run(1, 111000, 111100, 112000);
+    events += "," + op_run(0, 100000, 100100, 132000) + "," + op_run(1, 131000, 131100, 132000);
   }
   return "[" + events + "]";
 }
@@ -245,14 +245,14 @@ TEST_CASE("the straggler is named by the time the others waited, late reports an
   REQUIRE(r.lost_us.count(1) == 1);
   CHECK_THAT(r.lost_us.at(1), Catch::Matchers::Approx(std::vector<double>{20000}).margin(0.01));
   REQUIRE(r.late_entry_us.count(1) == 1);
-  CHECK_THAT(r.late_entry_us.at(1), Catch::Matchers::Approx(std::vector<double>{10000}).margin(0.01));
+  CHECK_THAT(r.late_entry_us.at(1), Catch::Matchers::Approx(std::vector<double>{30000}).margin(0.01));
   CHECK(r.late_entry_us.count(0) == 0);
   const StragglerVerdict verdict = straggler_verdict(r);
   CHECK(verdict.rank == 1);  // last in fewer negotiations than rank 0, but for far longer
-  CHECK(verdict.total_us == Approx(30000));
+  CHECK(verdict.total_us == Approx(50000));
   std::ostringstream out;
   print_summary(trace, summarize_trace(trace), out);
-  CHECK_THAT(out.str(), Catch::Contains("straggler (most time lost): rank 1 (30.000 ms in 2 "
+  CHECK_THAT(out.str(), Catch::Contains("straggler (most time lost): rank 1 (50.000 ms in 2 "
                                         "negotiation(s) and op(s))"));
   CHECK_THAT(out.str(), Catch::Contains("rank 0: last in") &&
                             Catch::Contains("the others waited for it 1.500 ms in all"));
