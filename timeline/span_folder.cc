@@ -71,8 +71,11 @@ void SpanFolder::emit(Stack& stack, TimelineEvent&& event, std::vector<TimelineE
 void SpanFolder::close(Stack& stack, TimelineEvent&& end, std::vector<TimelineEvent>& out) {
   Frame frame = std::move(stack.back());
   stack.pop_back();
-  if (frame.spilled) {  // its B is in the file: the end names it
-    end.name = frame.begin.name;
+  if (frame.spilled) {  // its B is in the file: the end repeats its name and args (viewers
+    end.name = frame.begin.name;  // such as speedscope match on both)
+    TimelineArgs args = frame.begin.args;
+    merge_args(args, std::move(end.args));
+    end.args = std::move(args);
     out.push_back(std::move(end));
     return;
   }
@@ -95,6 +98,16 @@ void SpanFolder::spill(Stack& stack, std::vector<TimelineEvent>& out) {
     held_ -= 1 + frame.content.size();
     frame.content.clear();
     frame.spilled = true;
+  }
+}
+
+void SpanFolder::open_spans(std::vector<TimelineEvent>& out) const {
+  for (const auto& [pid, stack] : rows_) {
+    for (const Frame& frame : stack) {  // each one's content happened before the next began
+      if (frame.spilled) continue;       // in the file already
+      out.push_back(frame.begin);
+      out.insert(out.end(), frame.content.begin(), frame.content.end());
+    }
   }
 }
 

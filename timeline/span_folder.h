@@ -4,11 +4,12 @@
 // pair begin/end events badly (DevTools pairs them across rows; speedscope and DevTools need
 // the end to repeat the begin's name), while complete events need no pairing.
 //
-// A span still open `hold` after it began -- a stalled negotiation, or one the process dies
-// in -- is spilled: written as a begin event (with what it holds so far), so the file shows it
-// even after kill -9, and its end follows later as an end event that repeats its name. A spill
-// of every open span happens on request (Timeline::flush) and when more than `max_held` events
-// are held. Used only by the Timeline's writer thread; owned by it.
+// What is still open goes into each write's trailer (open_spans(), as begin events with what
+// they hold so far), which the next write overwrites: a finished file holds complete events
+// only, and a process killed mid-span leaves a file that shows the spans it died in. Only when
+// more than `max_held` events are held are the open spans spilled for good: written as begin
+// events, their ends following later as end events that repeat the begin's name and args. Used
+// only by the Timeline's writer thread; owned by it.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,8 @@ class SpanFolder {
   // Moves `events` (B, E, instants, metadata and X, in recording order) into `out` as far as
   // they can be written now; B/E become X where the span closed while held.
   void fold(std::vector<TimelineEvent>& events, std::vector<TimelineEvent>& out);
+  // The spans open now (outermost first on each row) with what each holds: a write's trailer.
+  void open_spans(std::vector<TimelineEvent>& out) const;
   // Spills every span that began before `cutoff_ns` (and the spans open inside it).
   void spill_older_than(std::int64_t cutoff_ns, std::vector<TimelineEvent>& out);
   std::size_t held_events() const { return held_; }

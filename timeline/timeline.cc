@@ -148,6 +148,7 @@ struct Timeline::Impl {
 void Timeline::Impl::writer_loop() {
   std::vector<TimelineEvent> batch;
   std::vector<TimelineEvent> written;  // batch, folded into what the file gets
+  std::vector<TimelineEvent> open;     // the spans still open, for the write's trailer
   batch.reserve(options.queue_capacity);
   written.reserve(options.queue_capacity);
   std::uint64_t reported_dropped = 0;
@@ -160,19 +161,18 @@ void Timeline::Impl::writer_loop() {
     batch.swap(pending);
     const bool last = stopping;
     const std::uint64_t request = flush_requested;
-    const bool spill_all = last || request > flush_done;
-    const std::int64_t hold_cutoff =
-        now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(options.open_span_hold).count();
     lock.unlock();
+    const bool changed = !batch.empty();  // events, or spans opened (held: nothing written)
     folder.fold(batch, written);
-    folder.spill_older_than(spill_all ? INT64_MAX : hold_cutoff, written);
+    open.clear();
+    folder.open_spans(open);  // the trailer: what a crash now would leave open
     const std::uint64_t lost = dropped.load(std::memory_order_relaxed);
     if (lost != reported_dropped || last) {
       // The counter travels as metadata, so even a crashed run's file says what it lost.
       written.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
       reported_dropped = lost;
     }
-    if (!written.empty()) writer->write(written);
+    if (changed || !written.empty()) writer->write(written, open);
     written.clear();
     lock.lock();
     flush_done = request;

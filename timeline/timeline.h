@@ -31,9 +31,6 @@ struct TimelineOptions {
   bool wake_when_half_full = true;  // tests turn it off to make an overflow deterministic
   // Tensor names whose row id is remembered once nothing is open on them (see timeline_rows.h).
   std::size_t row_capacity = 1 << 14;
-  // A span open this long is written as a begin event (so a crash leaves it in the file) and
-  // ends with a named end event; shorter ones are written once closed, as complete events.
-  std::chrono::milliseconds open_span_hold{1000};
 };
 
 class Timeline {
@@ -52,7 +49,7 @@ class Timeline {
   // Events dropped because the queue was full, in the running (or last) recording.
   std::uint64_t dropped_events() const;
   // Blocks until every event recorded so far is in the file (the file is then valid JSON);
-  // spans still open are written as begin events.
+  // spans still open are in its trailer, as begin events, until they close.
   void flush();
 
   // Negotiation of one tensor: the NEGOTIATE_<OP> span. Inside it, each rank's report opens a

@@ -1,8 +1,10 @@
 // Formats timeline events as Chrome Trace Event JSON and appends them to one file so that the
-// file is a complete JSON array after every write: each batch ends with the closing "]", and the
-// next batch overwrites that trailer in place. A process killed between writes leaves valid JSON;
-// one killed inside a write leaves a file whose last event is cut short, which hvd-timeline
-// tolerates. Used only by the Timeline's writer thread; owned by the Timeline.
+// file is a complete JSON array after every write: each batch ends with a trailer -- the spans
+// still open, as begin events, and the closing "]" -- which the next batch overwrites in place
+// (padded with spaces where it is shorter). So a finished file holds complete events only, and a
+// process killed between writes leaves valid JSON that shows the spans it died in; one killed
+// inside a write leaves a file cut short, which hvd-timeline tolerates and merge repairs. Used
+// only by the Timeline's writer thread; owned by the Timeline.
 #pragma once
 
 #include <cstdint>
@@ -41,13 +43,15 @@ class TimelineWriter {
   TimelineWriter(const TimelineWriter&) = delete;
   TimelineWriter& operator=(const TimelineWriter&) = delete;
 
-  // Appends the events and the closing bracket in one write. Returns false (and stops writing)
-  // after an I/O error, which is logged once.
-  bool write(const std::vector<TimelineEvent>& events);
+  // Appends the events, then the trailer: `open` (spans still open, and what they hold) and the
+  // closing bracket, in one write. Returns false (and stops writing) after an I/O error, which is
+  // logged once.
+  bool write(const std::vector<TimelineEvent>& events, const std::vector<TimelineEvent>& open = {});
   const std::string& path() const { return path_; }
 
  private:
   void format(const TimelineEvent& event, std::string& out);
+  static void format_object(const TimelineEvent& event, std::string& out);
   bool append(const std::string& body);
 
   std::string path_;
@@ -55,6 +59,8 @@ class TimelineWriter {
   bool failed_ = false;
   bool first_event_ = true;
   std::int64_t content_end_ = 0;  // where the trailer starts; the next batch overwrites it
+  std::int64_t trailer_end_ = 0;  // where the last trailer's text ends (padding follows)
+  std::int64_t file_end_ = 0;     // where the file ends
   std::string buffer_;            // reused between batches
 };
 

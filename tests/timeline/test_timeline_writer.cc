@@ -231,10 +231,16 @@ TEST_CASE("the file is strict JSON after every flush, while recording") {
     REQUIRE(doc.kind() == JsonValue::Kind::Array);
     CHECK(doc.items().size() > previous);
     previous = doc.items().size();
+    // The open span is in the trailer, as a begin event; once it closes, the trailer that held
+    // it is overwritten and only complete events remain.
+    CHECK(phases(read_trace_file(path)) == std::map<std::string, std::size_t>{{"X", 6 * (step + 1) + step}, {"B", 1}});
     t.negotiate_end("open");
+    t.flush();
+    CHECK(phases(read_trace_file(path)) == std::map<std::string, std::size_t>{{"X", 7 * (step + 1)}});
   }
   t.stop();
   CHECK(parse_json(file_text(path)).items().size() > previous);
+  CHECK(file_text(path).back() == '\n');  // the padding of longer trailers is gone
   ::unlink(path.c_str());
 }
 

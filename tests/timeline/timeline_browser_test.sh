@@ -47,9 +47,9 @@ fi
 "$tool" merge "$dir/run.json.rank0" "$dir/run.json.rank1" -o "$dir/merged.json" > /dev/null ||
   fail "merge failed"
 
-# A run in which rank 1 dies while it waits: rank 0 is frozen long enough for rank 1's open
-# negotiation to be written (as a begin event), then rank 1 is frozen (so its writer is between
-# writes) and killed with kill -9.
+# A run in which rank 1 dies while it waits: rank 0 is frozen, so rank 1 stalls in a negotiation
+# or collective (written in its file's trailer as a begin event), then rank 1 is frozen (so its
+# writer is between writes) and killed with kill -9.
 HOROVOD_TIMELINE="$dir/killed.json" "$mpirun" "$@" -np 2 "$app" > "$dir/killed.log" 2>&1 &
 run=$!
 for _ in $(seq 1 600); do
