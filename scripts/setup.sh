@@ -34,6 +34,10 @@ else
   echo "setup: every dependency is already installed"
 fi
 
+# The timeline's browser test (Chromium and two npm packages); it skips where they are missing.
+bash "$(dirname "${BASH_SOURCE[0]}")/../tests/timeline/browser/install.sh" ||
+  echo "setup: could not install the timeline browser test's tools; that test will be skipped"
+
 if [ -d /usr/local/cuda ]; then
   echo "setup: CUDA toolkit found in /usr/local/cuda (the NCCL backend will be built)"
 else

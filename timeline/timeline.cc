@@ -2,12 +2,15 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "core/logging.h"
+#include "timeline/span_folder.h"
 #include "timeline/timeline_rows.h"
 #include "timeline/timeline_writer.h"
 
@@ -22,12 +25,14 @@ using detail::TimelineRow;
 
 const char* or_unknown(const char* text) { return text != nullptr ? text : "UNKNOWN"; }
 
+constexpr std::size_t kRowMetadataEvents = 4;  // process and thread name and sort index
+
 }  // namespace
 
 // The recording state shared by the event callers (background and GPU threads, under mu),
 // start/stop (any thread, serialised by control_mu) and the writer thread.
 struct Timeline::Impl {
-  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity) {}
+  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity), folder(o.queue_capacity) {}
 
   const TimelineOptions options;
   std::mutex control_mu;
@@ -38,9 +43,12 @@ struct Timeline::Impl {
   std::condition_variable wake_writer;
   std::condition_variable flushed;
   std::vector<TimelineEvent> pending;
-  std::size_t owed_ends = 0;  // written B events whose E is not queued yet
+  std::size_t owed_ends = 0;  // written B events (and the open CYCLE) whose end is not queued yet
   detail::TimelineRows rows;
+  detail::SpanFolder folder;  // the writer thread's alone
   bool mark_cycles = false;
+  std::int64_t cycle_start_ns = -1;  // the open CYCLE slice's start; -1 when none
+  std::int64_t cycle_last_ns = -1;   // the runtime row's latest time written
   bool stopping = false;
   bool writer_running = false;
   std::uint64_t flush_requested = 0;
@@ -72,18 +80,17 @@ struct Timeline::Impl {
   // Queues a B or an instant on the tensor's row, preceded by the row's metadata the first time.
   bool push_on_row_locked(const std::string& tensor, TimelineRow& row, TimelineEvent&& event) {
     const bool begin = event.phase == 'B';
-    if (!has_room_locked((row.named ? 0 : 2) + 1 + (begin ? 1 : 0))) {
+    if (!has_room_locked((row.named ? 0 : kRowMetadataEvents) + 1 + (begin ? 1 : 0))) {
       dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     if (!row.named) {
+      // Process and thread both named and sorted: every viewer labels and orders the row.
+      const std::string sort_index = std::to_string(row.pid);
       append_locked({'M', 0, row.pid, 0, "process_name", {{"name", tensor}}});
-      append_locked({'M',
-                     0,
-                     row.pid,
-                     0,
-                     "process_sort_index",
-                     {{"sort_index", std::to_string(row.pid)}}});
+      append_locked({'M', 0, row.pid, 0, "process_sort_index", {{"sort_index", sort_index}}});
+      append_locked({'M', 0, row.pid, 0, "thread_name", {{"name", tensor}}});
+      append_locked({'M', 0, row.pid, 0, "thread_sort_index", {{"sort_index", sort_index}}});
       row.named = true;
     }
     append_locked(std::move(event));
@@ -91,11 +98,19 @@ struct Timeline::Impl {
     return true;
   }
 
+  // A row's events get strictly increasing times, at least 1 ns apart: viewers compute span
+  // ends in floating point, and a boundary two spans share exactly (one ends as the next
+  // begins, or a span of no length) may come out in the wrong order there.
+  std::int64_t next_ts(std::int64_t& last, std::int64_t ts = -1) const {
+    last = std::max(ts < 0 ? now_ns() : ts, last + 1);
+    return last;
+  }
+
   // `ts`: when the span begins (ends); now when negative.
   void begin_locked(const std::string& tensor, TimelineRow& row, SpanKind kind, std::string name,
                     TimelineArgs args, std::int64_t ts = -1) {
     const bool written = push_on_row_locked(
-        tensor, row, {'B', 0, row.pid, ts < 0 ? now_ns() : ts, std::move(name), std::move(args)});
+        tensor, row, {'B', 0, row.pid, next_ts(row.last_ns, ts), std::move(name), std::move(args)});
     row.open.push_back({kind, written});
   }
 
@@ -103,7 +118,7 @@ struct Timeline::Impl {
     Span span = row.open.back();
     row.open.pop_back();
     if (span.written) {
-      append_locked({'E', 0, row.pid, ts < 0 ? now_ns() : ts, "", std::move(args)});
+      append_locked({'E', 0, row.pid, next_ts(row.last_ns, ts), "", std::move(args)});
       --owed_ends;
     } else {
       dropped.fetch_add(1, std::memory_order_relaxed);
@@ -112,6 +127,15 @@ struct Timeline::Impl {
 
   void close_all_locked(TimelineRow& row) {
     while (!row.open.empty()) end_top_locked(row, {});
+  }
+
+  // The open CYCLE slice ends at `now` (written as one complete event; its room was kept).
+  void end_cycle_locked(std::int64_t now) {
+    if (cycle_start_ns < 0) return;
+    now = next_ts(cycle_last_ns, now);  // the next cycle starts 1 ns later (see next_ts)
+    append_locked({'X', 0, kRuntimeRow, cycle_start_ns, "CYCLE", {}, now - cycle_start_ns});
+    cycle_start_ns = -1;
+    --owed_ends;
   }
 
   bool top_is(const TimelineRow& row, SpanKind kind) const {
@@ -123,7 +147,10 @@ struct Timeline::Impl {
 
 void Timeline::Impl::writer_loop() {
   std::vector<TimelineEvent> batch;
+  std::vector<TimelineEvent> written;  // batch, folded into what the file gets
+  std::vector<TimelineEvent> open;     // the spans still open, for the write's trailer
   batch.reserve(options.queue_capacity);
+  written.reserve(options.queue_capacity);
   std::uint64_t reported_dropped = 0;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
@@ -135,14 +162,18 @@ void Timeline::Impl::writer_loop() {
     const bool last = stopping;
     const std::uint64_t request = flush_requested;
     lock.unlock();
+    const bool changed = !batch.empty();  // events, or spans opened (held: nothing written)
+    folder.fold(batch, written);
+    open.clear();
+    folder.open_spans(open);  // the trailer: what a crash now would leave open
     const std::uint64_t lost = dropped.load(std::memory_order_relaxed);
     if (lost != reported_dropped || last) {
       // The counter travels as metadata, so even a crashed run's file says what it lost.
-      batch.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
+      written.push_back({'M', 0, kRuntimeRow, 0, "hvd_dropped_events", {{"count", std::to_string(lost)}}});
       reported_dropped = lost;
     }
-    if (!batch.empty()) writer->write(batch);
-    batch.clear();
+    if (changed || !written.empty()) writer->write(written, open);
+    written.clear();
     lock.lock();
     flush_done = request;
     flushed.notify_all();
@@ -170,7 +201,9 @@ void Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   s.pending.clear();
   s.pending.reserve(s.options.queue_capacity);
   s.rows.reset(kRuntimeRow + 1);
+  s.folder.reset();
   s.owed_ends = 0;
+  s.cycle_start_ns = s.cycle_last_ns = -1;
   s.mark_cycles = mark_cycles;
   s.stopping = false;
   s.writer_running = true;
@@ -194,6 +227,7 @@ void Timeline::stop_locked_by_caller() {
     if (!s.thread.joinable()) return;
     s.enabled.store(false, std::memory_order_release);
     s.rows.for_each([&s](TimelineRow& row) { s.close_all_locked(row); });
+    s.end_cycle_locked(s.now_ns());
     s.stopping = true;
     s.wake_writer.notify_one();
     thread = std::move(s.thread);
@@ -244,11 +278,15 @@ void Timeline::negotiate_rank_ready(const std::string& tensor, int rank) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
-  TimelineRow& row = impl_->rows.get(tensor);
-  // Named by the rank, as Horovod does, so Chrome shows which rank reported when.
-  impl_->push_on_row_locked(
-      tensor, row,
-      {'i', 't', row.pid, impl_->now_ns(), std::to_string(rank), {{"rank", std::to_string(rank)}}});
+  TimelineRow* row = impl_->rows.find(tensor);
+  if (row == nullptr || row->open.empty() || row->open.front().kind != SpanKind::Negotiate) {
+    return;  // no negotiation open (recording started mid-way)
+  }
+  // A slice rather than an instant: neither speedscope nor DevTools draws instants.
+  const std::int64_t now = impl_->now_ns();
+  if (impl_->top_is(*row, SpanKind::Ready)) impl_->end_top_locked(*row, {}, now);
+  impl_->begin_locked(tensor, *row, SpanKind::Ready, "READY " + std::to_string(rank),
+                      {{"rank", std::to_string(rank)}}, now);
 }
 
 void Timeline::negotiate_end(const std::string& tensor) {
@@ -334,11 +372,15 @@ void Timeline::mark_cycle_start() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& s = *impl_;
   if (!s.recording_locked() || !s.mark_cycles) return;
+  const std::int64_t now = s.now_ns();
+  s.end_cycle_locked(now);
+  // The next slice is written when it ends: room for it is kept as for an owed end.
   if (!s.has_room_locked(1)) {
     s.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  s.append_locked({'i', 'g', kRuntimeRow, s.now_ns(), "CYCLE_START", {}});
+  s.cycle_start_ns = s.next_ts(s.cycle_last_ns, now);
+  ++s.owed_ends;
 }
 
 }  // namespace hvd

@@ -4,8 +4,9 @@
 // file, so recording never blocks them for long. Owned by the Runtime; start/stop may be called
 // from any thread.
 //
-// Rows: row 1 is the runtime's own (CYCLE_START); each tensor gets the next free id, used as
+// Rows: row 1 is the runtime's own (CYCLE slices); each tensor gets the next free id, used as
 // both pid and tid (never 0, which Perfetto treats as the idle process / merges with tid 1).
+// Spans reach the file as complete events once they close (timeline/span_folder.h).
 #pragma once
 
 #include <chrono>
@@ -47,10 +48,13 @@ class Timeline {
   bool enabled() const;
   // Events dropped because the queue was full, in the running (or last) recording.
   std::uint64_t dropped_events() const;
-  // Blocks until every event recorded so far is in the file (the file is then valid JSON).
+  // Blocks until every event recorded so far is in the file (the file is then valid JSON);
+  // spans still open are in its trailer, as begin events, until they close.
   void flush();
 
-  // Negotiation of one tensor: NEGOTIATE_<OP> span, with an instant per rank as it reports ready.
+  // Negotiation of one tensor: the NEGOTIATE_<OP> span. Inside it, each rank's report opens a
+  // "READY <rank>" slice that lasts until the next report (or the agreement), so the slices'
+  // left edges are the moments the ranks reported, and the last one is the wait for agreement.
   // negotiate_start while that tensor's negotiation is open does nothing (the coordinator calls
   // it when any rank first reports, and when its own request leaves the queue).
   void negotiate_start(const std::string& tensor, const char* op);
@@ -70,6 +74,7 @@ class Timeline {
   // is open (for phase changes a GPU stream reaches later: timeline/timeline_cuda.h).
   void switch_activity(const std::string& tensor, const char* next);
   void end_op(const std::string& tensor, const TimelineArgs& args);
+  // Ends the runtime row's current CYCLE slice (if any) and opens the next one.
   void mark_cycle_start();
 
   // Tensor rows currently remembered (bounded by TimelineOptions::row_capacity plus the rows

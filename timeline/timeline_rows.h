@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -15,7 +16,7 @@
 
 namespace hvd::detail {
 
-enum class SpanKind { Negotiate, Op, Queue, Activity };
+enum class SpanKind { Negotiate, Ready, Op, Queue, Activity };
 
 // An open B event on a row. `written` is false when the B was dropped (queue full): its E is
 // then dropped too, so every row in the file stays properly nested.
@@ -28,6 +29,7 @@ struct TimelineRow {
   int pid = 0;
   bool named = false;  // its process_name metadata has been queued
   std::vector<Span> open;
+  std::int64_t last_ns = -1;  // the latest time given to an event on it
 };
 
 class TimelineRows {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -50,7 +51,9 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
     throw Error("timeline: cannot open '" + path + "' for writing: " + std::strerror(errno));
   }
   // The header is an ordinary batch so that even an empty recording is a valid trace.
-  std::vector<TimelineEvent> header(3);
+  // Every row, this one included, has a process and a thread name and sort indexes: viewers
+  // otherwise show "Thread 22 (22)" and order rows by whim.
+  std::vector<TimelineEvent> header(5);
   header[0] = {'M',
                0,
                kRuntimeRow,
@@ -58,9 +61,11 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
                "hvd_timeline",
                {{"rank", std::to_string(rank)},
                 {"start_wall_us", std::to_string(start_wall_us)},
-                {"format", "horovodcpp-timeline-1"}}};
+                {"format", kTimelineFormat}}};
   header[1] = {'M', 0, kRuntimeRow, 0, "process_name", {{"name", "rank " + std::to_string(rank)}}};
   header[2] = {'M', 0, kRuntimeRow, 0, "process_sort_index", {{"sort_index", "0"}}};
+  header[3] = {'M', 0, kRuntimeRow, 0, "thread_name", {{"name", "runtime"}}};
+  header[4] = {'M', 0, kRuntimeRow, 0, "thread_sort_index", {{"sort_index", "0"}}};
   buffer_ = "[\n";
   content_end_ = 0;
   if (!write(header)) {
@@ -71,12 +76,19 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
 }
 
 TimelineWriter::~TimelineWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0) return;
+  // Drop the padding an earlier, longer trailer left (only spaces: valid JSON either way).
+  if (!failed_ && trailer_end_ < file_end_) (void)::ftruncate(fd_, static_cast<off_t>(trailer_end_));
+  ::close(fd_);
 }
 
 void TimelineWriter::format(const TimelineEvent& event, std::string& out) {
   if (!first_event_) out += ",\n";
   first_event_ = false;
+  format_object(event, out);
+}
+
+void TimelineWriter::format_object(const TimelineEvent& event, std::string& out) {
   out += "{\"name\":";
   append_json_string(out, event.name);
   out += ",\"ph\":\"";
@@ -85,6 +97,10 @@ void TimelineWriter::format(const TimelineEvent& event, std::string& out) {
   if (event.phase != 'M') {
     out += ",\"ts\":";
     append_ts(out, event.ts_ns);
+  }
+  if (event.phase == 'X') {
+    out += ",\"dur\":";
+    append_ts(out, event.dur_ns);
   }
   const std::string row = std::to_string(event.pid);
   out += ",\"pid\":" + row + ",\"tid\":" + row;
@@ -106,13 +122,26 @@ void TimelineWriter::format(const TimelineEvent& event, std::string& out) {
   out += '}';
 }
 
-bool TimelineWriter::write(const std::vector<TimelineEvent>& events) {
+bool TimelineWriter::write(const std::vector<TimelineEvent>& events,
+                           const std::vector<TimelineEvent>& open) {
   if (failed_) return false;
   for (const auto& event : events) format(event, buffer_);
   const std::size_t body = buffer_.size();
+  bool first = first_event_;  // the trailer's events are not part of the content
+  for (const auto& event : open) {
+    if (!first) buffer_ += ",\n";
+    first = false;
+    format_object(event, buffer_);
+  }
   buffer_ += kTrailer;
+  const std::int64_t text_end = content_end_ + static_cast<std::int64_t>(buffer_.size());
+  if (text_end < file_end_) buffer_.append(static_cast<std::size_t>(file_end_ - text_end), ' ');
   const bool ok = append(buffer_);
-  if (ok) content_end_ += static_cast<std::int64_t>(body);
+  if (ok) {
+    content_end_ += static_cast<std::int64_t>(body);
+    trailer_end_ = text_end;
+    file_end_ = std::max(file_end_, text_end);
+  }
   buffer_.clear();
   return ok;
 }

@@ -8,6 +8,8 @@
 #include <optional>
 #include <set>
 
+#include "timeline/trace_nesting.h"
+
 namespace hvd::timeline {
 namespace {
 
@@ -128,7 +130,7 @@ std::vector<JsonValue> merge_traces(const std::vector<TraceFile>& traces) {
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const double shift =
         traces[i].start_wall_us && base ? double(*traces[i].start_wall_us - *base) : 0;
-    for (const auto& event : traces[i].events) {
+    for (const auto& event : complete_events(traces[i].events)) {
       if (string_field(event, "ph") == "M") continue;  // regenerated above
       const JsonValue* pid = event.find("pid");
       auto name = pid != nullptr ? names[i].find(pid->dump()) : names[i].end();

@@ -4,6 +4,8 @@
 // a straggler stands out. No pid or tid is 0: Perfetto treats pid 0 as the idle process and has
 // merged tids 0 and 1. Each rank's clock is shifted by its recorded wall-clock start so the
 // groups line up on one clock. An "hvd_rank_group" metadata event names each group's rank.
+// Begin/end pairs are written as complete events (trace_nesting.h), so merging even one file
+// repairs it for viewers: an older file's unnamed ends, or a crashed run's torn tail.
 // Tool-side only.
 #pragma once
 

@@ -5,11 +5,15 @@
 #include <set>
 #include <utility>
 
+#include "timeline/trace_nesting.h"
+
 namespace hvd::timeline {
 namespace {
 
 constexpr std::size_t kMaxErrorMessages = 5;
 const std::string kNegotiatePrefix = "NEGOTIATE_";
+const std::string kReadyPrefix = "READY ";  // a rank's report inside a negotiation
+const std::string kCycle = "CYCLE";         // a background cycle, on the runtime row
 
 struct OpenSpan {
   std::string name;
@@ -97,8 +101,6 @@ void Summarizer::add(const JsonValue& event) {
     const OpenSpan span = state.open.back();
     state.open.pop_back();
     close_span(state, span, event);
-  } else if (phase == "X") {
-    summary_.spans[string_field(event, "name")].add(number_field(event, "dur").value_or(0));
   } else if (phase == "i" || phase == "I") {
     if (string_field(event, "name") == "CYCLE_START") ++summary_.cycles;
   }
@@ -106,6 +108,11 @@ void Summarizer::add(const JsonValue& event) {
 
 void Summarizer::close_span(RowState& state, const OpenSpan& span, const JsonValue& end) {
   const double us = number_field(end, "ts").value_or(span.ts) - span.ts;
+  if (span.name == kCycle && state.open.empty()) {  // marks, not work
+    ++summary_.cycles;
+    return;
+  }
+  if (starts_with(span.name, kReadyPrefix)) return;
   summary_.spans[span.name].add(us);
   if (!state.open.empty()) return;  // an activity inside an op
   TensorStats& tensor = summary_.tensors[state.label];
@@ -215,12 +222,29 @@ void print_fusion(const TraceSummary& s, std::ostream& out) {
   out << "; " << s.unfused_ops << " op(s) ran unfused; " << s.bytes << " bytes in all\n";
 }
 
+double sum(const std::vector<double>& values) {
+  double total = 0;
+  for (double v : values) total += v;
+  return total;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
+}
+
 std::string percent(std::size_t part, std::size_t whole) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
   return buf;
 }
 
+// Per rank: in how many negotiations it alone was last, and the time the others waited for it
+// there (total and median). The straggler is named by that time, summed.
 void print_last_ready(const LastReadyStats& r, std::ostream& out) {
   out << "\nLast rank ready";
   if (!r.merged) {
@@ -232,24 +256,77 @@ void print_last_ready(const LastReadyStats& r, std::ostream& out) {
   out << " (each rank's own ready time, over " << r.negotiations << " negotiation(s) seen by 2+ "
       << "ranks; " << r.ties << " tie(s), counted for nobody):\n";
   if (r.by_cycle < r.negotiations) {
-    out << "  " << r.negotiations - r.by_cycle << " of them compared by timestamp (no CYCLE_START"
+    out << "  " << r.negotiations - r.by_cycle << " of them compared by timestamp (no cycle"
         << " marks): a rank whose cycles start a little later looks last; record with\n"
         << "  HOROVOD_TIMELINE_MARK_CYCLES=1 to count ranks ready in the same cycle as a tie\n";
   }
-  int worst = -1;
-  std::size_t worst_count = 0;
-  for (const auto& [rank, count] : r.last) {
-    out << "  rank " << rank << ": last in " << count << " (" << percent(count, r.negotiations)
-        << ")\n";
-    if (count > worst_count) worst = rank, worst_count = count;
+  const StragglerVerdict verdict = straggler_verdict(r);
+  std::set<int> ranks;
+  for (const auto& entry : r.last) ranks.insert(entry.first);
+  for (const auto& entry : r.lost_us) ranks.insert(entry.first);
+  for (const auto& entry : r.late_entry_us) ranks.insert(entry.first);
+  out << "  time lost: how much later than all others a rank reported ready, or began the agreed\n"
+      << "  collective, less one cycle period (" << ms(r.cycle_us) << " ms"
+      << (r.cycle_us > 0 ? "" : ": no cycle marks") << "):\n";
+  const auto times_of = [](const std::map<int, std::vector<double>>& by_rank, int rank) {
+    const auto it = by_rank.find(rank);
+    return it != by_rank.end() ? it->second : std::vector<double>();
+  };
+  char buf[320];
+  for (int rank : ranks) {
+    const auto last = r.last.find(rank);
+    const std::size_t count = last != r.last.end() ? last->second : 0;
+    const std::vector<double> ready = times_of(r.lost_us, rank);
+    const std::vector<double> entry = times_of(r.late_entry_us, rank);
+    std::vector<double> all = ready;
+    all.insert(all.end(), entry.begin(), entry.end());
+    std::snprintf(buf, sizeof(buf),
+                  "  rank %d: last in %zu (%s); the others waited for it %s ms in all, median %s ms"
+                  " (reporting late %s ms in %zu negotiation(s), entering late %s ms in %zu op(s))\n",
+                  rank, count, percent(count, r.negotiations).c_str(), ms(sum(all)).c_str(),
+                  ms(median(all)).c_str(), ms(sum(ready)).c_str(), ready.size(),
+                  ms(sum(entry)).c_str(), entry.size());
+    out << buf;
   }
-  if (worst >= 0) {
-    out << "  most often last: rank " << worst << " (" << percent(worst_count, r.negotiations)
-        << " of negotiations)\n";
+  if (verdict.rank >= 0) {
+    out << "  straggler (most time lost): rank " << verdict.rank << " (" << ms(verdict.total_us)
+        << " ms in " << verdict.count << " negotiation(s) and op(s))\n";
+  } else {
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "  straggler: none stands out (none cost the others %.1fx what the next rank did"
+                  " and %.0f%% of the %s ms recorded)\n",
+                  kStragglerFactor, kStragglerShare * 100, ms(r.recorded_us).c_str());
+    out << line;
   }
 }
 
 }  // namespace
+
+StragglerVerdict straggler_verdict(const LastReadyStats& r) {
+  std::map<int, std::pair<double, std::size_t>> lost;  // rank -> (us, count)
+  for (const auto* by_rank : {&r.lost_us, &r.late_entry_us}) {
+    for (const auto& [rank, times] : *by_rank) {
+      lost[rank].second += times.size();
+      for (double us : times) lost[rank].first += us;
+    }
+  }
+  StragglerVerdict best;
+  double runner_up = 0;
+  for (const auto& [rank, total] : lost) {
+    if (total.first > best.total_us) {
+      runner_up = best.total_us;
+      best = {rank, total.first, total.second};
+    } else {
+      runner_up = std::max(runner_up, total.first);
+    }
+  }
+  if (best.rank >= 0 && (best.total_us < kStragglerFactor * runner_up ||
+                         best.total_us < kStragglerShare * r.recorded_us)) {
+    best = {};  // nobody cost the others clearly more than the rest did
+  }
+  return best;
+}
 
 void SpanStats::add(double us) {
   ++count;
@@ -259,7 +336,8 @@ void SpanStats::add(double us) {
 
 TraceSummary summarize_trace(const TraceFile& trace) {
   Summarizer summarizer(trace);
-  for (const auto& event : trace.events) summarizer.add(event);
+  const std::vector<JsonValue> events = nested_events(trace.events);  // X as B/E pairs
+  for (const auto& event : events) summarizer.add(event);
   TraceSummary summary = summarizer.finish();
   summary.last_ready = last_ready_stats(trace);
   return summary;

@@ -1,7 +1,7 @@
 // Aggregates a trace into what a user asks first: where the time goes per phase and op, how long
 // each tensor waited in negotiation, how much was fused, the slowest tensors, and which rank was
-// last to report ready most often (the straggler; merged all-ranks traces only, see
-// trace_last_ready.h). Tool-side only.
+// last to report ready and how long the others waited for it (the straggler, named by that
+// time; merged all-ranks traces only, see trace_last_ready.h). Tool-side only.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +47,19 @@ struct TraceSummary {
 struct SummaryOptions {
   std::size_t top = 10;  // rows in the per-tensor tables (the rest are counted, not shown)
 };
+
+// The rank that cost the others the most waiting (LastReadyStats::lost_us and late_entry_us,
+// summed), when that is at least kStragglerFactor times what the next rank cost and at least
+// kStragglerShare of the recording's length (on a busy machine, scheduling alone makes some
+// rank "cost" the others up to a fifth of it); rank -1 when none stands out.
+struct StragglerVerdict {
+  int rank = -1;
+  double total_us = 0;
+  std::size_t count = 0;  // negotiations and ops in which it held the others up
+};
+constexpr double kStragglerFactor = 1.5;
+constexpr double kStragglerShare = 0.25;
+StragglerVerdict straggler_verdict(const LastReadyStats& stats);
 
 TraceSummary summarize_trace(const TraceFile& trace);
 void print_summary(const TraceFile& trace, const TraceSummary& summary, std::ostream& out,

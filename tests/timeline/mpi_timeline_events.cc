@@ -36,18 +36,20 @@ float expected_sum(std::int64_t i) {
   return static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i);
 }
 
-// A row's spans without its instants, and the ranks its instants name.
+bool is_ready(const std::string& e) { return e.compare(1, 7, " READY ") == 0; }
+
+// A row's spans without its READY slices, and the ranks those name.
 Seq spans_only(const Seq& row) {
   Seq out;
   for (const auto& e : row) {
-    if (e[0] != 'i') out.push_back(e);
+    if (!is_ready(e)) out.push_back(e);
   }
   return out;
 }
 std::multiset<int> ready_ranks(const Seq& row) {
   std::multiset<int> out;
   for (const auto& e : row) {
-    if (e[0] == 'i') out.insert(std::stoi(e.substr(2)));
+    if (e[0] == 'B' && is_ready(e)) out.insert(std::stoi(e.substr(8)));
   }
   return out;
 }
@@ -57,13 +59,13 @@ std::multiset<int> all_ranks() {
   return out;
 }
 
-// True when every ready instant lies inside the row's negotiation span.
+// True when every READY slice lies inside the row's negotiation span.
 bool instants_inside_negotiation(const Seq& row) {
   bool inside = false;
   for (const auto& e : row) {
     if (e.rfind("B NEGOTIATE_", 0) == 0) inside = true;
     if (e.rfind("E NEGOTIATE_", 0) == 0) inside = false;
-    if (e[0] == 'i' && !inside) return false;
+    if (is_ready(e) && !inside) return false;
   }
   return true;
 }
@@ -99,7 +101,7 @@ using SpanTimes = std::map<std::string, std::pair<double, double>>;
 SpanTimes span_times(const TraceFile& trace, int pid) {
   SpanTimes out;
   std::vector<std::pair<std::string, double>> open;
-  for (const auto& e : trace.events) {
+  for (const auto& e : nested_events(trace.events)) {
     const std::string ph = string_field(e, "ph");
     if (e.find("pid")->as_number() != pid || (ph != "B" && ph != "E")) continue;
     const double ts = e.find("ts")->as_number();

@@ -1,6 +1,6 @@
 // hvd::start_timeline / hvd::stop_timeline in the middle of a run (no HOROVOD_TIMELINE): rank 0
 // records just the steps between them. The file passes `check`, holds those tensors and no
-// others, has CYCLE_START marks only for a recording started with mark_cycles, and stays as it
+// others, has CYCLE slices only for a recording started with mark_cycles, and stays as it
 // was once stopped while the run goes on.
 #include <sys/stat.h>
 
@@ -41,7 +41,7 @@ std::size_t cycle_marks(const TraceFile& trace, double* last_mark, double* last_
     const auto ts = number_field(e, "ts");
     if (!ts) continue;
     *last_event = std::max(*last_event, *ts);
-    if (string_field(e, "name") == "CYCLE_START") {
+    if (string_field(e, "name") == "CYCLE") {
       ++marks;
       *last_mark = std::max(*last_mark, *ts);
     }
@@ -79,7 +79,7 @@ TEST_CASE("a recording started and stopped at run time holds just those steps") 
   ::unlink(marked.c_str());
 }
 
-TEST_CASE("a recording started without mark_cycles has no CYCLE_START marks") {
+TEST_CASE("a recording started without mark_cycles has no CYCLE slices") {
   const std::string plain = path_of("runtime_start_plain");
   hvd::start_timeline(plain, /*mark_cycles=*/false);
   for (int i = 0; i < 3; ++i) step("rt.plain" + std::to_string(i));

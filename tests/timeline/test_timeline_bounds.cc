@@ -54,15 +54,18 @@ TEST_CASE("a full queue drops events, counts them, and keeps every row nested") 
   const std::string path = temp_path("dropped");
   Timeline t(held_queue(16));
   t.start(path, 0, false);
-  t.start_op("kept", "ALLREDUCE", {});  // 2 metadata + B, and room kept for its E: 4 of 16
-  for (int i = 0; i < 20; ++i) t.negotiate_rank_ready("kept", i % 4);  // 12 fit, 8 dropped
+  t.negotiate_start("kept", "ALLREDUCE");  // 4 metadata + B, and room kept for its E: 6 of 16
+  // Each report ends the previous READY slice (E) and begins the next (B, with room for its E):
+  // 5 fit (14 queued, 2 ends owed); the 6th B finds no room, and from then on each report
+  // drops its B and the E of the dropped B before it: 1 + 14 * 2.
+  for (int i = 0; i < 20; ++i) t.negotiate_rank_ready("kept", i % 4);
   t.start_op("lost", "ALLREDUCE", {});  // no room for metadata + B + E: dropped, and so its E
   t.activity_start("lost", "MPI_ALLREDUCE");
   t.activity_end("lost");
   t.end_op("lost", {});
-  t.end_op("kept", {});  // the E of a written B always fits: room was kept for it
+  t.negotiate_end("kept");  // the E of a written B always fits: room was kept for it
   const std::uint64_t dropped = t.dropped_events();
-  CHECK(dropped == 8 + 4);  // 8 instants, then B/B/E/E of "lost"
+  CHECK(dropped == 1 + 14 * 2 + 4 + 1);  // readies, B/B/E/E of "lost", the last READY's E
   t.stop();
   const TraceFile trace = read_trace_file(path);
   const CheckResult check = check_trace(trace);
@@ -70,9 +73,10 @@ TEST_CASE("a full queue drops events, counts them, and keeps every row nested") 
   CHECK(check.warnings.size() == 1);  // the dropped-events warning
   REQUIRE(trace.dropped_events.has_value());
   CHECK(*trace.dropped_events == dropped);
-  const Seq kept = tensor_sequence(trace, "kept");
-  CHECK(kept.size() == 1 + 12 + 1);
-  CHECK(kept.back() == "E ALLREDUCE");
+  CHECK(tensor_sequence(trace, "kept") ==
+        Seq{"B NEGOTIATE_ALLREDUCE", "B READY 0", "E READY 0", "B READY 1", "E READY 1",
+            "B READY 2", "E READY 2", "B READY 3", "E READY 3", "B READY 0", "E READY 0",
+            "E NEGOTIATE_ALLREDUCE"});
   CHECK(row_pid(trace, "lost") == -1);  // not even its metadata
   ::unlink(path.c_str());
 }
@@ -81,17 +85,18 @@ TEST_CASE("row metadata and E events count against the queue bound") {
   const std::string path = temp_path("bound");
   Timeline t(held_queue(16));
   t.start(path, 0, false);
-  // Each new row needs 2 metadata + B + room for its E: 4 rows fit in 16, the other 6 do not.
+  // Each new row needs 4 metadata + B + room for its E: 2 rows fit in 16, the other 8 do not.
   for (int i = 0; i < 10; ++i) t.start_op("r" + std::to_string(i), "ALLREDUCE", {});
   for (int i = 0; i < 10; ++i) t.end_op("r" + std::to_string(i), {});
-  CHECK(t.dropped_events() == 6 * 2);  // each lost row: its B and its E
+  CHECK(t.dropped_events() == 8 * 2);  // each lost row: its B and its E
   t.stop();
   const TraceFile trace = read_trace_file(path);
   REQUIRE(check_trace(trace).ok);
-  // Everything queued between start and stop: 3 header events and the dropped count aside.
-  CHECK(trace.events.size() - 4 == 16u);
-  CHECK(timed_events(trace) == 8u);
-  for (int i = 0; i < 4; ++i) {
+  // What was queued between start and stop (5 header events and the dropped count aside):
+  // 2 rows of 4 metadata and a B/E pair, written as one complete event each.
+  CHECK(trace.events.size() - 6 == 2 * 5u);
+  CHECK(timed_events(trace) == 2u);
+  for (int i = 0; i < 2; ++i) {
     CHECK(tensor_sequence(trace, "r" + std::to_string(i)) == Seq{"B ALLREDUCE", "E ALLREDUCE"});
   }
   ::unlink(path.c_str());
@@ -133,7 +138,7 @@ TEST_CASE("rows are forgotten beyond row_capacity; a recurring name keeps its ro
   CHECK(summarize_trace(trace).tensors.at("grad").ops.count == 3);
   std::size_t merged_ops = 0;
   for (const auto& e : merge_traces({trace})) {
-    merged_ops += string_field(e, "ph") == "B" && string_field(e, "name") == "ALLREDUCE" &&
+    merged_ops += string_field(e, "ph") == "X" && string_field(e, "name") == "ALLREDUCE" &&
                   e.find("tid")->as_number() == 2;
   }
   CHECK(merged_ops == 3);  // grad came first: tid 2 holds all three of its ops

@@ -1,6 +1,7 @@
 // `summary` on traces with known figures: phase times, negotiation wait, fusion, errors (op args
 // on the B or the E event), the last rank ready -- only from each rank's own instant in a merged
-// trace, k-th negotiation against k-th, ties for nobody -- and the --top flag.
+// trace, k-th negotiation against k-th, ties for nobody -- the straggler by time lost (current
+// format: complete events, READY and CYCLE slices), and the --top flag.
 #include <catch2/catch.hpp>
 #include <sstream>
 
@@ -181,5 +182,88 @@ TEST_CASE("summary --top N limits the per-tensor tables and says how many it lef
   CHECK_THAT(output, Catch::Contains("--top needs a whole number of at least 1, not '0'"));
   std::tie(status, output) = run_tool("summary " + path + " --top");
   CHECK(status == 2);
+  ::unlink(path.c_str());
+}
+
+namespace {
+
+// The current format on a merged row: complete events, READY slices, CYCLE slices.
+std::string complete(const std::string& name, int rank, int tid, double ts, double dur,
+                     const std::string& args = "") {
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), R"({"name":"%s","ph":"X","ts":%.3f,"dur":%.3f,"pid":%d,"tid":%d%s})",
+                name.c_str(), ts, dur, rank + 1, tid,
+                args.empty() ? "" : (R"(,"args":)" + args).c_str());
+  return buf;
+}
+
+// One negotiation of tensor row 2 on `rank`: it reports at `ready`, agreement at `end`.
+std::string negotiated(int rank, double ready, double end) {
+  return complete("NEGOTIATE_ALLREDUCE", rank, 2, ready - 1, end - ready + 1) + "," +
+         complete("READY " + std::to_string(rank), rank, 2, ready, end - ready - 0.001,
+                  R"({"rank":)" + std::to_string(rank) + "}");
+}
+
+// One op of tensor row 2 on `rank` whose collective begins at `start`.
+std::string op_run(int rank, double begin, double start, double end) {
+  return complete("ALLREDUCE", rank, 2, begin, end - begin) + "," +
+         complete("QUEUE", rank, 2, begin + 0.001, start - begin - 0.002) + "," +
+         complete("MPI_ALLREDUCE", rank, 2, start, end - start - 0.001);
+}
+
+// Two ranks, 1 ms cycles for 120 ms; rank 0 reports 1.5 ms after rank 1 in three negotiations;
+// with `pause`, rank 1 then reports 21 ms late once and begins the collective 31 ms late.
+std::string two_rank_trace(bool pause) {
+  std::string events = group_meta(0, {{2, "w"}}) + "," + group_meta(1, {{2, "w"}});
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int j = 0; j < 120; ++j) events += "," + complete("CYCLE", rank, 1, j * 1000.0, 999.999);
+  }
+  for (int k = 0; k < 3; ++k) {
+    const double b = k * 25000.0;
+    events += "," + negotiated(1, b + 100, b + 2000) + "," + negotiated(0, b + 1600, b + 2000);
+  }
+  if (pause) {
+    events += "," + negotiated(0, 75100, 96500) + "," + negotiated(1, 96100, 96500);
+    events += "," + op_run(0, 100000, 100100, 132000) + "," + op_run(1, 131000, 131100, 132000);
+  }
+  return "[" + events + "]";
+}
+
+}  // namespace
+
+TEST_CASE("the straggler is named by the time the others waited, late reports and late entries") {
+  const std::string path = temp_path("straggler_time");
+  write_text(path, two_rank_trace(true));
+  const TraceFile trace = read_trace_file(path);
+  REQUIRE(check_trace(trace).ok);
+  const LastReadyStats r = summarize_trace(trace).last_ready;
+  REQUIRE(r.merged);
+  CHECK(r.negotiations == 4);
+  CHECK(r.cycle_us == Approx(1000));
+  REQUIRE(r.lost_us.count(0) == 1);
+  CHECK_THAT(r.lost_us.at(0), Catch::Matchers::Approx(std::vector<double>{500, 500, 500}).margin(0.01));
+  REQUIRE(r.lost_us.count(1) == 1);
+  CHECK_THAT(r.lost_us.at(1), Catch::Matchers::Approx(std::vector<double>{20000}).margin(0.01));
+  REQUIRE(r.late_entry_us.count(1) == 1);
+  CHECK_THAT(r.late_entry_us.at(1), Catch::Matchers::Approx(std::vector<double>{30000}).margin(0.01));
+  CHECK(r.late_entry_us.count(0) == 0);
+  const StragglerVerdict verdict = straggler_verdict(r);
+  CHECK(verdict.rank == 1);  // last in fewer negotiations than rank 0, but for far longer
+  CHECK(verdict.total_us == Approx(50000));
+  std::ostringstream out;
+  print_summary(trace, summarize_trace(trace), out);
+  CHECK_THAT(out.str(), Catch::Contains("straggler (most time lost): rank 1 (50.000 ms in 2 "
+                                        "negotiation(s) and op(s))"));
+  CHECK_THAT(out.str(), Catch::Contains("rank 0: last in") &&
+                            Catch::Contains("the others waited for it 1.500 ms in all"));
+
+  // Without the pause: rank 0 is later by half a cycle's worth three times -- 1.5 ms of a
+  // 120 ms recording -- which is noise, not a straggler.
+  write_text(path, two_rank_trace(false));
+  const TraceFile quiet = read_trace_file(path);
+  CHECK(straggler_verdict(summarize_trace(quiet).last_ready).rank == -1);
+  std::ostringstream quiet_out;
+  print_summary(quiet, summarize_trace(quiet), quiet_out);
+  CHECK_THAT(quiet_out.str(), Catch::Contains("straggler: none stands out"));
   ::unlink(path.c_str());
 }

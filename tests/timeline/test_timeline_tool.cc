@@ -3,6 +3,7 @@
 // test_timeline_summary.cc.)
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <map>
 
 #include "timeline/timeline.h"
 #include "timeline/trace_check.h"
@@ -56,7 +57,8 @@ TEST_CASE("check accepts a well-formed trace in array and object form") {
   const std::string events =
       std::string(kMeta) +
       R"(,{"name":"A","ph":"B","ts":1,"pid":1,"tid":0},{"name":"i","ph":"i","ts":1.5,"pid":1,"tid":0,"s":"t"},)"
-      R"({"ph":"E","ts":2,"pid":1,"tid":0},{"name":"X","ph":"X","ts":0.5,"dur":3,"pid":2,"tid":0})";
+      R"({"name":"A","ph":"E","ts":2,"pid":1,"tid":0},{"name":"X","ph":"X","ts":0.5,"dur":3,"pid":2,"tid":0},)"
+      R"({"name":"Y","ph":"X","ts":1,"dur":2.5,"pid":2,"tid":0},{"name":"Z","ph":"X","ts":3.5,"dur":0,"pid":2,"tid":0})";
   CheckResult r = check_text("[" + events + "]");
   INFO(r.message);
   CHECK(r.ok);
@@ -64,6 +66,20 @@ TEST_CASE("check accepts a well-formed trace in array and object form") {
   CHECK(r.warnings.empty());
   r = check_text(R"({"traceEvents":[)" + events + R"(],"displayTimeUnit":"ms"})");
   CHECK(r.ok);
+}
+
+TEST_CASE("check warns about unnamed ends (older files) and refuses overlapping complete events") {
+  CheckResult r = check_text("[" + std::string(kMeta) +
+                             R"(,{"name":"A","ph":"B","ts":1,"pid":1,"tid":1},{"ph":"E","ts":2,"pid":1,"tid":1}])");
+  CHECK(r.ok);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0], Catch::Contains("1 end event(s) without a name") &&
+                                Catch::Contains("hvd-timeline merge FILE -o OUT"));
+  r = check_text("[" + std::string(kMeta) +
+                 R"(,{"name":"A","ph":"X","ts":1,"dur":5,"pid":1,"tid":1},{"name":"B","ph":"X","ts":4,"dur":3,"pid":1,"tid":1}])");
+  CHECK_FALSE(r.ok);
+  CHECK(r.bad_index == 2);
+  CHECK_THAT(r.message, Catch::Contains("X \"B\" (4.000 to 7.000) overlaps the end of X \"A\""));
 }
 
 TEST_CASE("check names the first bad event and what is wrong with it") {
@@ -183,14 +199,15 @@ TEST_CASE("merge: a row group per rank, the same row per tensor in every group")
   REQUIRE(r.ok);
   // Rank r is pid r + 1; tid 1 is its runtime row; tensor rows are numbered from 2 by first
   // appearance over the inputs: rank 1's file came first.
-  const std::vector<std::string> op = {"B NEGOTIATE_ALLREDUCE", "i 0", "E NEGOTIATE_ALLREDUCE",
-                                       "B ALLREDUCE", "E ALLREDUCE"};
+  const std::vector<std::string> op = {"B NEGOTIATE_ALLREDUCE", "B READY 0", "E READY 0",
+                                       "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE", "E ALLREDUCE"};
   std::vector<std::string> op1 = op;
-  op1[1] = "i 1";
+  op1[1] = "B READY 1";
+  op1[2] = "E READY 1";
   CHECK(row_sequence(merged, 1, 2) == op);   // rank 0, tensor b
   CHECK(row_sequence(merged, 1, 3) == op);   // rank 0, tensor a
   CHECK(row_sequence(merged, 2, 2) == op1);  // rank 1, tensor b
-  CHECK(row_sequence(merged, 2, 1) == std::vector<std::string>{"i CYCLE_START"});
+  CHECK(row_sequence(merged, 2, 1) == std::vector<std::string>{"B CYCLE", "E CYCLE"});
   for (const auto& e : merged.events) {
     CHECK(e.find("pid")->as_number() >= 1);
     CHECK(e.find("tid")->as_number() >= 1);
@@ -210,5 +227,84 @@ TEST_CASE("merge: a row group per rank, the same row per tensor in every group")
   CHECK(groups == 2);
   traces[1].rank = 1;
   CHECK_THROWS_WITH(merge_traces(traces), Catch::Contains("records rank 1, which another input"));
+  ::unlink(out.c_str());
+}
+
+// What horovodcpp wrote before complete events: B/E pairs with unnamed ends, ready and cycle
+// instants. Rank 0 of two; a tensor negotiated and reduced twice.
+const char* kOldFormat = R"([
+{"name":"hvd_timeline","ph":"M","pid":1,"tid":1,"args":{"rank":0,"start_wall_us":1000,"format":"horovodcpp-timeline-1"}},
+{"name":"process_name","ph":"M","pid":1,"tid":1,"args":{"name":"rank 0"}},
+{"name":"CYCLE_START","ph":"i","ts":1,"pid":1,"tid":1,"s":"g"},
+{"name":"process_name","ph":"M","pid":2,"tid":2,"args":{"name":"grad"}},
+{"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":2,"pid":2,"tid":2},
+{"name":"0","ph":"i","ts":2,"pid":2,"tid":2,"s":"t","args":{"rank":0}},
+{"name":"1","ph":"i","ts":4,"pid":2,"tid":2,"s":"t","args":{"rank":1}},
+{"ph":"E","ts":5,"pid":2,"tid":2},
+{"name":"ALLREDUCE","ph":"B","ts":5,"pid":2,"tid":2,"args":{"fused_with":"2 tensors"}},
+{"name":"MPI_ALLREDUCE","ph":"B","ts":6,"pid":2,"tid":2},
+{"ph":"E","ts":9,"pid":2,"tid":2},
+{"ph":"E","ts":10,"pid":2,"tid":2,"args":{"bytes":64}},
+{"name":"CYCLE_START","ph":"i","ts":11,"pid":1,"tid":1,"s":"g"},
+{"name":"NEGOTIATE_ALLREDUCE","ph":"B","ts":12,"pid":2,"tid":2},
+{"ph":"E","ts":14,"pid":2,"tid":2},
+{"name":"ALLREDUCE","ph":"B","ts":14,"pid":2,"tid":2},
+{"name":"MPI_ALLREDUCE","ph":"B","ts":15,"pid":2,"tid":2},
+{"ph":"E","ts":17.5,"pid":2,"tid":2},
+{"ph":"E","ts":18,"pid":2,"tid":2,"args":{"bytes":64}}
+])";
+
+TEST_CASE("an older file (unnamed ends, instants) reads the same, and merge makes it complete") {
+  const std::string path = temp_path("old_format");
+  write_text(path, kOldFormat);
+  const TraceFile old = read_trace_file(path);
+  const CheckResult check = check_trace(old);
+  REQUIRE(check.ok);
+  REQUIRE(check.warnings.size() == 1);
+  CHECK_THAT(check.warnings[0], Catch::Contains("6 end event(s) without a name"));
+  const TraceSummary before = summarize_trace(old);
+  CHECK(before.cycles == 2);
+  CHECK(before.spans.at("MPI_ALLREDUCE").count == 2);
+  CHECK(before.spans.at("MPI_ALLREDUCE").total_us == Approx(5.5));
+  CHECK(before.tensors.at("grad").negotiation.total_us == Approx(5));
+
+  const std::string out = temp_path("old_format_merged");
+  auto [status, output] = run_tool("merge " + path + " -o " + out);
+  REQUIRE(status == 0);
+  const TraceFile merged = read_trace_file(out);
+  const CheckResult merged_check = check_trace(merged);
+  INFO(merged_check.message);
+  REQUIRE(merged_check.ok);
+  CHECK(merged_check.warnings.empty());  // no unnamed ends left
+  std::map<std::string, int> phases;
+  for (const auto& e : merged.events) ++phases[string_field(e, "ph")];
+  CHECK(phases["B"] == 0);
+  CHECK(phases["E"] == 0);
+  CHECK(phases["X"] == 6);
+  // The ALLREDUCE keeps its begin's args and gains its end's.
+  const JsonValue* op = find_begin(merged, merged_pid(0), "ALLREDUCE");
+  REQUIRE(op != nullptr);
+  CHECK(op->find("dur")->as_number() == 5);
+  CHECK(arg_text(*op, "fused_with") == "2 tensors");
+  CHECK(arg_text(*op, "bytes") == "64");
+  const TraceSummary after = summarize_trace(merged);
+  CHECK(after.cycles == 2);
+  CHECK(after.spans.at("MPI_ALLREDUCE").total_us == Approx(5.5));
+  CHECK(after.tensors.at("grad").negotiation.total_us == Approx(5));
+  CHECK(after.fused_ops == before.fused_ops);
+
+  // A torn file (cut inside an event, as kill -9 in a write leaves it): merge repairs it into
+  // strict JSON; the span that was open at the cut stays a begin event.
+  const std::string text = kOldFormat;
+  write_text(path, text.substr(0, text.find(R"({"ph":"E","ts":17.5)") + 10));
+  auto [torn_status, torn_output] = run_tool("merge " + path + " -o " + out);
+  CHECK(torn_status == 0);
+  CHECK_THAT(torn_output, Catch::Contains("ends inside event"));
+  const JsonValue repaired = parse_json(file_text(out));  // strict: throws if not valid JSON
+  CHECK(repaired.items().size() > 5);
+  const TraceFile torn = read_trace_file(out);
+  CHECK(check_trace(torn).ok);
+  CHECK(summarize_trace(torn).open_spans == 2);  // ALLREDUCE and MPI_ALLREDUCE of step 2
+  ::unlink(path.c_str());
   ::unlink(out.c_str());
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <thread>
 
 #include "horovodcpp/horovod.h"
@@ -36,9 +37,18 @@ void record_unfused(Timeline& t, const std::string& name, const std::vector<int>
   t.end_op(name, {});
 }
 
-const Seq kUnfused = {"B NEGOTIATE_ALLREDUCE", "i 0",        "i 1",     "E NEGOTIATE_ALLREDUCE",
-                      "B ALLREDUCE",           "B QUEUE",    "E QUEUE", "B MPI_ALLREDUCE",
-                      "E MPI_ALLREDUCE",       "E ALLREDUCE"};
+const Seq kUnfused = {"B NEGOTIATE_ALLREDUCE", "B READY 0",       "E READY 0",   "B READY 1",
+                      "E READY 1",             "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE", "B QUEUE",
+                      "E QUEUE",               "B MPI_ALLREDUCE",  "E MPI_ALLREDUCE", "E ALLREDUCE"};
+
+// Timed events in the file, by phase ("X", "B", "E", ...).
+std::map<std::string, std::size_t> phases(const TraceFile& trace) {
+  std::map<std::string, std::size_t> count;
+  for (const auto& e : trace.events) {
+    if (string_field(e, "ph") != "M") ++count[string_field(e, "ph")];
+  }
+  return count;
+}
 
 TraceFile read_checked(const std::string& path) {
   TraceFile trace = read_trace_file(path);
@@ -64,8 +74,32 @@ TEST_CASE("unfused allreduce: negotiation with ready instants, then the op and i
   REQUIRE(trace.start_wall_us.has_value());
   CHECK(trace.dropped_events == 0u);
   CHECK(tensor_sequence(trace, "grad/w") == kUnfused);
+  // Every span closed before it was written: complete events only, which no viewer mis-pairs.
+  CHECK(phases(trace) == std::map<std::string, std::size_t>{{"X", 6}});
   const int pid = row_pid(trace, "grad/w");
   CHECK(pid == 2);  // row 1 is the runtime's own
+  // Each row is named and sorted as a process and as a thread.
+  std::map<std::string, int> meta;
+  for (const auto& e : trace.events) {
+    if (string_field(e, "ph") == "M" && e.find("pid")->as_number() == pid) {
+      ++meta[string_field(e, "name")];
+      if (string_field(e, "name") == "thread_name") CHECK(arg_text(e, "name") == "grad/w");
+    }
+  }
+  CHECK(meta == std::map<std::string, int>{{"process_name", 1}, {"process_sort_index", 1},
+                                           {"thread_name", 1}, {"thread_sort_index", 1}});
+  // A READY slice runs from one report to the next; the last ends with the negotiation.
+  const JsonValue* negotiation = find_begin(trace, pid, "NEGOTIATE_ALLREDUCE");
+  const JsonValue* ready0 = find_begin(trace, pid, "READY 0");
+  const JsonValue* ready1 = find_begin(trace, pid, "READY 1");
+  REQUIRE((negotiation && ready0 && ready1));
+  CHECK(arg_text(*ready1, "rank") == "1");
+  const auto end_of = [](const JsonValue& e) {
+    return e.find("ts")->as_number() + e.find("dur")->as_number();
+  };
+  CHECK(ready1->find("ts")->as_number() - end_of(*ready0) == Approx(0.001).margin(1e-6));
+  CHECK(end_of(*ready1) <= end_of(*negotiation) + 1e-6);
+  CHECK(ready0->find("ts")->as_number() >= negotiation->find("ts")->as_number());
   const JsonValue* op = find_begin(trace, pid, "ALLREDUCE");
   REQUIRE(op != nullptr);
   CHECK(arg_text(*op, "dtype") == "float32");
@@ -89,9 +123,9 @@ TEST_CASE("the coordinator's negotiation opens at the first report and is not re
   t.end_op("g", {});
   t.stop();
   const TraceFile trace = read_checked(path);
-  CHECK(tensor_sequence(trace, "g") == Seq{"B NEGOTIATE_ALLGATHER", "i 2", "i 0", "i 1",
-                                           "E NEGOTIATE_ALLGATHER", "B ALLGATHER",
-                                           "E ALLGATHER"});
+  CHECK(tensor_sequence(trace, "g") ==
+        Seq{"B NEGOTIATE_ALLGATHER", "B READY 2", "E READY 2", "B READY 0", "E READY 0",
+            "B READY 1", "E READY 1", "E NEGOTIATE_ALLGATHER", "B ALLGATHER", "E ALLGATHER"});
   // One rank's file cannot say who was last (the coordinator notes others in its own order).
   CHECK_FALSE(summarize_trace(trace).last_ready.merged);
   CHECK(summarize_trace(trace).last_ready.negotiations == 0);
@@ -126,9 +160,12 @@ TEST_CASE("fused allreduce: each tensor's row shows the fused response it rode i
   t.stop();
   const TraceFile trace = read_checked(path);
   Seq expected = {"B NEGOTIATE_ALLREDUCE",
-                  "i 2",
-                  "i 0",
-                  "i 1",
+                  "B READY 2",
+                  "E READY 2",
+                  "B READY 0",
+                  "E READY 0",
+                  "B READY 1",
+                  "E READY 1",
                   "E NEGOTIATE_ALLREDUCE",
                   "B ALLREDUCE",
                   "B QUEUE",
@@ -194,10 +231,16 @@ TEST_CASE("the file is strict JSON after every flush, while recording") {
     REQUIRE(doc.kind() == JsonValue::Kind::Array);
     CHECK(doc.items().size() > previous);
     previous = doc.items().size();
+    // The open span is in the trailer, as a begin event; once it closes, the trailer that held
+    // it is overwritten and only complete events remain.
+    CHECK(phases(read_trace_file(path)) == std::map<std::string, std::size_t>{{"X", 6 * (step + 1) + step}, {"B", 1}});
     t.negotiate_end("open");
+    t.flush();
+    CHECK(phases(read_trace_file(path)) == std::map<std::string, std::size_t>{{"X", 7 * (step + 1)}});
   }
   t.stop();
   CHECK(parse_json(file_text(path)).items().size() > previous);
+  CHECK(file_text(path).back() == '\n');  // the padding of longer trailers is gone
   ::unlink(path.c_str());
 }
 
@@ -225,6 +268,8 @@ TEST_CASE("a process killed with SIGKILL leaves a file the tool reads up to the 
   CHECK(tensor_sequence(trace, "done") == kUnfused);
   CHECK(tensor_sequence(trace, "inflight") ==
         Seq{"B NEGOTIATE_ALLREDUCE", "E NEGOTIATE_ALLREDUCE", "B ALLREDUCE", "B MPI_ALLREDUCE"});
+  // The closed spans are complete events; the two the process died in are begin events.
+  CHECK(phases(trace) == std::map<std::string, std::size_t>{{"X", 7}, {"B", 2}});
   REQUIRE_FALSE(check.warnings.empty());
   CHECK_THAT(check.warnings[0], Catch::Contains("2 span(s) still open"));
 
@@ -282,15 +327,20 @@ TEST_CASE("a path that cannot be opened is an hvd::Error naming it") {
   CHECK_FALSE(t.enabled());
 }
 
-TEST_CASE("CYCLE_START instants only with mark_cycles") {
+TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
   for (bool mark : {false, true}) {
     const std::string path = temp_path("cycles");
     Timeline t;
     t.start(path, 0, mark);
     for (int i = 0; i < 5; ++i) t.mark_cycle_start();
-    t.stop();
+    t.stop();  // ends the last cycle
     const TraceFile trace = read_checked(path);
     CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));
+    // Back to back on the runtime's row: each ends where the next begins.
+    const Seq cycle = {"B CYCLE", "E CYCLE"};
+    Seq expected;
+    for (int i = 0; mark && i < 5; ++i) expected.insert(expected.end(), cycle.begin(), cycle.end());
+    CHECK(row_sequence(trace, 1) == expected);
     ::unlink(path.c_str());
   }
 }

@@ -1,5 +1,6 @@
 // Helpers shared by the timeline tests: temporary paths, file text, and a tensor row's events
-// flattened to strings ("B ALLREDUCE", "i 1", "E ALLREDUCE") so sequences compare directly.
+// flattened to strings ("B ALLREDUCE", "B READY 1", "E READY 1", "E ALLREDUCE") so sequences
+// compare directly. Complete events (X) read as the B/E pair a viewer draws (trace_nesting.h).
 #pragma once
 
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "timeline/trace_file.h"
+#include "timeline/trace_nesting.h"
 
 namespace hvd::timeline::test {
 
@@ -68,7 +70,7 @@ inline int row_pid(const TraceFile& trace, const std::string& tensor) {
 inline std::vector<std::string> row_sequence(const TraceFile& trace, int pid, int tid = -1) {
   std::vector<std::string> out;
   std::vector<std::string> open;
-  for (const auto& event : trace.events) {
+  for (const auto& event : nested_events(trace.events)) {
     const std::string ph = string_field(event, "ph");
     if (ph == "M" || !event.find("pid") || event.find("pid")->as_number() != pid) continue;
     if (tid >= 0 && event.find("tid")->as_number() != tid) continue;
@@ -87,10 +89,11 @@ inline std::vector<std::string> tensor_sequence(const TraceFile& trace, const st
   return row_sequence(trace, row_pid(trace, tensor));
 }
 
-// The first B event named `name` on a row, or nullptr.
+// The first span (X, or B) named `name` on a row, or nullptr.
 inline const JsonValue* find_begin(const TraceFile& trace, int pid, const std::string& name) {
   for (const auto& event : trace.events) {
-    if (string_field(event, "ph") == "B" && string_field(event, "name") == name &&
+    const std::string ph = string_field(event, "ph");
+    if ((ph == "B" || ph == "X") && string_field(event, "name") == name &&
         event.find("pid")->as_number() == pid) {
       return &event;
     }
@@ -111,7 +114,8 @@ inline std::string span_arg(const TraceFile& trace, int pid, const std::string& 
                             const char* key) {
   const JsonValue* begin = nullptr;
   int depth = 0;
-  for (const auto& event : trace.events) {
+  const std::vector<JsonValue> events = nested_events(trace.events);
+  for (const auto& event : events) {
     const std::string ph = string_field(event, "ph");
     if ((ph != "B" && ph != "E") || event.find("pid")->as_number() != pid) continue;
     if (begin == nullptr) {
