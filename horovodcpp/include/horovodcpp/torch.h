@@ -233,3 +233,5 @@ class DistributedOptimizer {
 void broadcast_optimizer_state(DistributedOptimizer& optimizer, int root = 0);
 
 }  // namespace hvd::torch
+
+#include "horovodcpp/torch_elastic.h"  // hvd::torch::elastic::State
