@@ -57,6 +57,8 @@ bool same_hosts(const std::vector<HostSlots>& a, const std::vector<HostSlots>& b
 class ResumeWatcher {
  public:
   explicit ResumeWatcher(int launch) : launch_(launch) {}
+  // Rank 0 reported its restore: every rank is past it, so their notice handlers are in place.
+  bool restored() const { return restored_; }
   void feed(const char* data, std::size_t size) {
     partial_.append(data, size);
     for (std::size_t nl; (nl = partial_.find('\n')) != std::string::npos; partial_.erase(0, nl + 1))
@@ -69,6 +71,7 @@ class ResumeWatcher {
     static const std::regex kResumed(R"(horovodcpp elastic: resumed from commit (\d+) \(taken at size (\d+))");
     static const std::regex kFresh(R"(horovodcpp elastic: no commit in (\S+))");
     std::smatch m;
+    if (std::regex_search(line, m, kResumed) || std::regex_search(line, m, kFresh)) restored_ = true;
     if (std::regex_search(line, m, kResumed))
       say("launch " + std::to_string(launch_) + " resumed from commit " + m[1].str() +
           " (taken at size " + m[2].str() + ")");
@@ -76,6 +79,7 @@ class ResumeWatcher {
       say("launch " + std::to_string(launch_) + " found no commit: it starts from the beginning");
   }
   int launch_;
+  bool restored_ = false;
   std::string partial_;
 };
 
@@ -109,7 +113,7 @@ class Driver {
     return std::min(total_slots(pool_.usable(now)), max_np_);
   }
   std::optional<std::vector<HostSlots>> wait_for_slots();
-  int on_tick(const std::vector<HostSlots>& running, bool* notified);
+  int on_tick(const std::vector<HostSlots>& running, bool ready, bool* notified);
   int finish(const RunOutcome& outcome, const std::string& launcher);
 
   const LaunchOptions& o_;
@@ -151,10 +155,12 @@ std::optional<std::vector<HostSlots>> Driver::wait_for_slots() {
 }
 
 // While a job runs: rediscover, and when the usable hosts differ from the running ones (and still
-// hold --min-np slots), ask the job once to stop at its next commit.
-int Driver::on_tick(const std::vector<HostSlots>& running, bool* notified) {
+// hold --min-np slots), ask the job once to stop at its next commit. Not before the job has
+// restored (`ready`): a rank still starting would die of the signal, and lose its start-up.
+int Driver::on_tick(const std::vector<HostSlots>& running, bool ready, bool* notified) {
   if (*notified) return 0;
   refresh(false);
+  if (!ready) return 0;
   const auto now = Clock::now();
   const int np = wanted_np(now);
   const auto wanted = pool_.assign(np, now);
@@ -190,7 +196,7 @@ int Driver::run() {
     bool notified = false;
     ResumeWatcher watcher(launch);
     SupervisorOptions supervise;
-    supervise.on_tick = [&] { return on_tick(*hosts, &notified); };
+    supervise.on_tick = [&] { return on_tick(*hosts, watcher.restored(), &notified); };
     supervise.on_stderr = [&](const char* data, std::size_t size) { watcher.feed(data, size); };
     const RunOutcome outcome = run_supervised(plan.argv, plan.child_env, supervise);
     if (outcome.exit_code == 0) {

@@ -1,6 +1,7 @@
 // The "hosts changed" notice from hvdrun: SIGUSR1, which mpirun and srun forward to every rank.
 // A signal handler sets a flag that State::commit() reads (and the ranks then agree on). The
-// handler is installed by the first State and by run(); the flag is the one file-static it needs.
+// handler is installed when the library loads under hvdrun's elastic driver (HOROVOD_ELASTIC_JOB
+// is set), else by the first State and by run(); the flag is the one file-static it needs.
 #pragma once
 
 #include <csignal>
