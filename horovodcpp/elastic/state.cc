@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 
 #include "elastic/commit_store.h"
 #include "elastic/host_notice.h"
@@ -62,8 +61,12 @@ bool user_chose_dir() {
   return dir != nullptr && *dir != '\0';
 }
 
+// One write per line: mpirun tags each write of a rank separately, and hvdrun reads these lines.
 void say(const std::string& message) {
-  if (rank() == 0) std::cerr << "horovodcpp elastic: " << message << std::endl;
+  if (rank() != 0) return;
+  const std::string line = "horovodcpp elastic: " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
 }
 
 }  // namespace
