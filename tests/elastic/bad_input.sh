@@ -1,5 +1,6 @@
 # Bad input: a discovery script that fails, hangs, prints garbage or is missing gets an error
-# naming the script (and the line); --min-np > --max-np is refused. Nothing is launched.
+# naming the script (and the line); --min-np > --max-np is refused. Nothing is launched. Also
+# --dry-run in elastic mode: discovery runs once and the first command is printed.
 HVDRUN=$1 TRAIN=$2
 source "$(dirname "$0")/common.sh"
 HVD_CMD_LIMIT=40
@@ -30,5 +31,12 @@ expect_error "--min-np > --max-np" "hvdrun: error: --min-np 4 is greater than --
   --min-np 4 --max-np 2 --host-discovery-script "$DISCOVER" "$TRAIN" 1 8 4 2 0
 expect_error "elastic flag without discovery" "--max-np needs --host-discovery-script" \
   -np 2 --max-np 4 "$TRAIN" 1 8 4 2 0
+set_hosts "localhost:3"
+run_hvdrun --dry-run -np 2 --max-np 2 --host-discovery-script "$DISCOVER" "$TRAIN" 1 8 4 2 0 >"$TMP/o" 2>&1
+expect_eq "--dry-run exit code" 0 $?
+expect_contains "--dry-run shows discovery" "hvdrun: elastic: discovery offers localhost:3" "$TMP/o"
+expect_contains "--dry-run caps at --max-np" "-np 2 -H localhost:2 " "$TMP/o"
+expect_contains "--dry-run names the job variable" "hvdrun: environment added: HOROVOD_ELASTIC_JOB=" "$TMP/o"
+if grep -q "START" "$TMP/o"; then fail "--dry-run ran the program"; else pass "--dry-run ran nothing"; fi
 if wait_gone "$TMP/hangs.sh" 5; then pass "the hung script was killed"; else fail "the hung script was left running"; fi
 finish
