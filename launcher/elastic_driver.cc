@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -53,10 +54,12 @@ bool same_hosts(const std::vector<HostSlots>& a, const std::vector<HostSlots>& b
   return true;
 }
 
-// Finds the program's "resumed from commit" line in the ranks' output (rank 0 prints it).
+// Finds the program's "resumed from commit" line in the ranks' output (rank 0 prints it), and
+// keeps mpirun's own lines for lost_daemon_hosts().
 class ResumeWatcher {
  public:
   explicit ResumeWatcher(int launch) : launch_(launch) {}
+  const std::string& launcher_text() const { return launcher_text_; }
   // Rank 0 reported its restore: every rank is past it, so their notice handlers are in place.
   bool restored() const { return restored_; }
   void feed(const char* data, std::size_t size) {
@@ -70,6 +73,7 @@ class ResumeWatcher {
   void take(const std::string& line) {
     static const std::regex kResumed(R"(horovodcpp elastic: resumed from commit (\d+) \(taken at size (\d+))");
     static const std::regex kFresh(R"(horovodcpp elastic: no commit in (\S+))");
+    if (line.rfind("[", 0) != 0 && launcher_text_.size() < 65536) launcher_text_ += line + "\n";
     std::smatch m;
     if (std::regex_search(line, m, kResumed) || std::regex_search(line, m, kFresh)) restored_ = true;
     if (std::regex_search(line, m, kResumed))
@@ -81,6 +85,7 @@ class ResumeWatcher {
   int launch_;
   bool restored_ = false;
   std::string partial_;
+  std::string launcher_text_;
 };
 
 class Driver {
@@ -114,7 +119,8 @@ class Driver {
   }
   std::optional<std::vector<HostSlots>> wait_for_slots();
   int on_tick(const std::vector<HostSlots>& running, bool ready, bool* notified);
-  int finish(const RunOutcome& outcome, const std::string& launcher);
+  bool leave_out_lost_hosts(const std::vector<HostSlots>& running, const std::string& text,
+                            std::string* reason);
 
   const LaunchOptions& o_;
   LaunchContext context_;
@@ -172,6 +178,24 @@ int Driver::on_tick(const std::vector<HostSlots>& running, bool ready, bool* not
   return SIGUSR1;
 }
 
+// A launch that failed without a named rank because whole hosts were lost: every slot of each
+// lost host that was running is left out. False when no running host was lost.
+bool Driver::leave_out_lost_hosts(const std::vector<HostSlots>& running, const std::string& text,
+                                  std::string* reason) {
+  std::string lost;
+  for (const auto& host : lost_daemon_hosts(text))
+    for (const auto& h : running) {
+      if (h.host != host) continue;
+      int cooldown = 0;
+      for (int i = 0; i < h.slots; ++i) cooldown = pool_.mark_failed(host, Clock::now());
+      lost += (lost.empty() ? "" : ", ") + host + " (" + std::to_string(h.slots) + " slot(s) left out " +
+              (cooldown > 0 ? "for " + std::to_string(cooldown) + " s)" : std::string("for good)"));
+    }
+  if (lost.empty()) return false;
+  *reason = "mpirun lost the daemon of host(s) " + lost;
+  return true;
+}
+
 int Driver::run() {
   refresh(true);
   std::string reason = "first launch";
@@ -213,6 +237,11 @@ int Driver::run() {
       continue;
     }
     std::cerr << "hvdrun: " << failure_summary(outcome.report, plan.launcher, outcome.exit_code) << "\n";
+    // A lost host is the cause even when a rank elsewhere is named (it failed talking to it).
+    if (leave_out_lost_hosts(*hosts, watcher.launcher_text(), &reason)) {
+      say(reason);
+      continue;
+    }
     if (!failed) {
       say("error: not relaunching: " + plan.launcher + " named no failed rank, so hvdrun cannot "
           "tell which slot to leave out");
@@ -228,6 +257,14 @@ int Driver::run() {
 }
 
 }  // namespace
+
+std::vector<std::string> lost_daemon_hosts(const std::string& launcher_output) {
+  static const std::regex kLost(R"(Remote daemon:\s+\[\[\d+,\d+\],\d+\]\s+on node\s+(\S+))");
+  std::vector<std::string> hosts;
+  for (std::sregex_iterator it(launcher_output.begin(), launcher_output.end(), kLost), end; it != end; ++it)
+    if (std::find(hosts.begin(), hosts.end(), (*it)[1].str()) == hosts.end()) hosts.push_back((*it)[1].str());
+  return hosts;
+}
 
 LaunchPlan elastic_launch_plan(const LaunchOptions& options, const LaunchContext& context,
                                const std::vector<HostSlots>& hosts,

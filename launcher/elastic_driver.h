@@ -23,6 +23,10 @@ LaunchPlan elastic_launch_plan(const LaunchOptions& options, const LaunchContext
                                const std::vector<HostSlots>& hosts,
                                const std::vector<std::string>& excluded, const std::string& job);
 
+// The hosts whose mpirun daemon the launcher lost ("Remote daemon: [[j,0],d] on node HOST" in
+// Open MPI's report): a host that died takes its daemon with it, and mpirun may then name no rank.
+std::vector<std::string> lost_daemon_hosts(const std::string& launcher_output);
+
 // Runs the job elastically until it succeeds or cannot go on; returns hvdrun's exit code.
 int run_elastic(const LaunchOptions& options, const LaunchContext& context);
 

@@ -158,3 +158,15 @@ TEST_CASE("inside Slurm a relaunch leaves the failed nodes out with srun --exclu
   auto first = elastic_launch_plan(o, LaunchContext{env, false}, {{"n1", 4}, {"n2", 4}}, {}, "j");
   CHECK(first.argv[1] == "--ntasks=8");
 }
+
+TEST_CASE("hosts whose mpirun daemon was lost are read from Open MPI's report") {
+  const std::string report =
+      "--------------------------------------------------------------------------\n"
+      "ORTE has lost communication with a remote daemon.\n\n"
+      "  HNP daemon   : [[5120,0],0] on node head\n"
+      "  Remote daemon: [[5120,0],2] on node 10.77.0.3\n\n"
+      "This is usually due to either a failure of the TCP network\n";
+  CHECK(lost_daemon_hosts(report) == std::vector<std::string>{"10.77.0.3"});
+  CHECK(lost_daemon_hosts(report + report).size() == 1);
+  CHECK(lost_daemon_hosts("mpirun noticed that process rank 1 with PID 0 on node vm exited").empty());
+}
