@@ -119,6 +119,7 @@ class Driver {
   }
   std::optional<std::vector<HostSlots>> wait_for_slots();
   int on_tick(const std::vector<HostSlots>& running, bool ready, bool* notified);
+  bool hosts_gone(const std::vector<HostSlots>& running, std::string* reason);
   bool leave_out_lost_hosts(const std::vector<HostSlots>& running, const std::string& text,
                             std::string* reason);
 
@@ -196,6 +197,28 @@ bool Driver::leave_out_lost_hosts(const std::vector<HostSlots>& running, const s
   return true;
 }
 
+// A launch that failed without a named rank while discovery stopped offering some of its hosts
+// (Open MPI then often reports only that its daemons failed): those hosts are the cause, and
+// discovery already leaves them out. Discovery may lag behind the failure: asked for a few
+// seconds before giving up.
+bool Driver::hosts_gone(const std::vector<HostSlots>& running, std::string* reason) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    refresh(false);
+    std::vector<std::string> gone;
+    for (const auto& h : running) {
+      bool offered = false;
+      for (const auto& d : pool_.discovered()) offered = offered || d.host == h.host;
+      if (!offered) gone.push_back(h.host);
+    }
+    if (!gone.empty()) {
+      *reason = "the launch failed and discovery no longer offers host(s) " + joined(gone);
+      return true;
+    }
+  }
+  return false;
+}
+
 int Driver::run() {
   refresh(true);
   std::string reason = "first launch";
@@ -242,9 +265,13 @@ int Driver::run() {
       say(reason);
       continue;
     }
+    if (!failed && hosts_gone(*hosts, &reason)) {
+      say(reason);
+      continue;
+    }
     if (!failed) {
-      say("error: not relaunching: " + plan.launcher + " named no failed rank, so hvdrun cannot "
-          "tell which slot to leave out");
+      say("error: not relaunching: " + plan.launcher + " named no failed rank and every host it "
+          "ran on is still offered, so hvdrun cannot tell which slot to leave out");
       return outcome.exit_code;
     }
     std::string host = plan.launcher == "srun" ? failed->node : host_of_rank(*hosts, failed->rank);

@@ -7,7 +7,7 @@
 //   COMMIT   launch=L id=C step=N         (rank 0)
 //   RESET    launch=L size=S lr=X         (on_reset after a change of world size)
 //   PARAMS   launch=L rank=R step=N seen=N hash=H   (each rank, at the end)
-// L is the parent's pid (one mpirun per launch on one machine); T is the wall clock in seconds.
+// L is rank 0's parent's pid (one mpirun per launch); T is the wall clock in seconds.
 // Usage: elastic_train EPOCHS SAMPLES BATCH COMMIT_EVERY STEP_MS
 #include <unistd.h>
 
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);
   torch::manual_seed(1);
   hvd::init();
-  const long launch = static_cast<long>(getppid());
+  const long launch = static_cast<long>(ht::broadcast_object<std::int64_t>(getppid(), 0, "launch"));
   const double base_lr = 0.02;
 
   Net net;
