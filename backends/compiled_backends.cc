@@ -20,7 +20,9 @@ BuildFeatures compiled_features() {
   return features;
 }
 
-std::unique_ptr<World> create_world() { return std::make_unique<MpiWorld>(); }
+std::unique_ptr<World> create_world(const Settings& settings) {
+  return std::make_unique<MpiWorld>(settings.start_timeout_seconds);
+}
 
 std::vector<std::unique_ptr<Backend>> create_backends(World& world) {
   auto& mpi_world = static_cast<MpiWorld&>(world);

@@ -126,6 +126,8 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   LaunchPlan plan;
   plan.launcher = "mpirun";
   plan.added = o.knob_env;
+  // As in Horovod, --start-timeout also bounds how long each rank's hvd::init() waits for the others.
+  if (o.start_timeout > 0) plan.added.emplace_back("HOROVOD_START_TIMEOUT", std::to_string(o.start_timeout));
   if (inside_slurm(ctx.env) && o.hosts.empty() && o.hostfile.empty()) {
     add_srun_arguments(o, ctx.env, &plan);
   } else {

@@ -88,8 +88,10 @@ std::string knob_value_for_env(const std::string& env, const std::string& flag_v
     errno = 0;
     char* end = nullptr;
     double mb = std::strtod(flag_value.c_str(), &end);
-    if (flag_value.empty() || errno != 0 || *end != '\0' || !std::isfinite(mb) || mb < 0)
-      throw hvd::Error(flag + " '" + flag_value + "': expected a number of megabytes >= 0");
+    // The bytes must fit in int64: 2^63 / 2^20 megabytes.
+    constexpr double kMaxMegabytes = 8796093022208.0;
+    if (flag_value.empty() || errno != 0 || *end != '\0' || !std::isfinite(mb) || mb < 0 || mb >= kMaxMegabytes)
+      throw hvd::Error(flag + " '" + flag_value + "': expected a number of megabytes >= 0 and < 8796093022208");
     value = std::to_string(std::llround(mb * kBytesPerMegabyte));
   }
   if (auto error = hvd::detail::validate_setting(*spec, value))

@@ -2,6 +2,9 @@
 // Exit codes: the failing rank's (as mpirun reports it), 128+N after signal N, 2 for usage errors.
 #include <unistd.h>
 
+#include <sys/resource.h>
+
+#include <fstream>
 #include <iostream>
 
 #include "check_build.h"
@@ -39,8 +42,36 @@ void check_programs(const LaunchPlan& plan, const std::string& program) {
   }
   // On other hosts the program may live where this machine cannot see: only checked locally.
   if (plan.local && find_program(program, plan.child_env).empty())
-    throw hvd::Error("program '" + program + "' not found (not an executable file and not in "
-                     "PATH)");
+    throw hvd::Error("program '" + program + "' " + why_not_runnable(program, plan.child_env));
+}
+
+// A local launch this machine cannot start: mpirun, asked for more processes than the kernel
+// allows, floods the terminal and hangs. Every rank runs at least 4 threads (main, background,
+// watchdog, Open MPI's progress thread), each counted against kernel.threads-max, pid_max and
+// the user's process limit (RLIMIT_NPROC).
+void check_local_capacity(const LaunchPlan& plan, int np) {
+  if (!plan.local || np <= 0) return;
+  constexpr long long kThreadsPerRank = 4;
+  long long limit = 0;
+  std::string source;
+  for (const char* name : {"threads-max", "pid_max"}) {  // every thread takes a pid too
+    long long value = 0;
+    if (std::ifstream in(std::string("/proc/sys/kernel/") + name); in >> value && (source.empty() || value < limit)) {
+      limit = value;
+      source = std::string("kernel.") + name;
+    }
+  }
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NPROC, &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+      (source.empty() || static_cast<long long>(r.rlim_cur) < limit)) {
+    limit = static_cast<long long>(r.rlim_cur);
+    source = "the process limit, ulimit -u";
+  }
+  if (source.empty() || np * kThreadsPerRank <= limit) return;
+  throw hvd::Error("-np " + std::to_string(np) + " on this machine needs at least " +
+                   std::to_string(np * kThreadsPerRank) + " threads (" + std::to_string(kThreadsPerRank) +
+                   " per rank) but " + source + " allows " + std::to_string(limit) +
+                   "; use fewer ranks or more hosts (-H, --hostfile)");
 }
 
 int run(const std::vector<std::string>& args) {
@@ -67,6 +98,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   check_programs(plan, o.command.front());
+  if (plan.launcher == "mpirun") check_local_capacity(plan, o.np);
   if (o.verbose) print_plan(plan, std::cerr);
   if (o.start_timeout > 0 && plan.launcher == "mpirun" && !plan.local)
     check_hosts_reachable(plan, o, std::chrono::seconds(o.start_timeout));

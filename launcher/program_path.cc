@@ -28,4 +28,25 @@ std::string find_program(const std::string& program, const Environment& env) {
   return {};
 }
 
+std::string why_not_runnable(const std::string& program, const Environment& env) {
+  auto describe = [](const std::string& path) -> std::string {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return {};
+    if (S_ISDIR(st.st_mode)) return "'" + path + "' is a directory";
+    if (access(path.c_str(), X_OK) != 0) return "'" + path + "' is not executable (no execute permission: chmod +x)";
+    return {};
+  };
+  if (program.find('/') != std::string::npos) {
+    const std::string why = describe(program);
+    return why.empty() ? "not found" : why;
+  }
+  const char* path = find_env(env, "PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string why = describe((dir.empty() ? "." : dir) + "/" + program);
+    if (!why.empty()) return "not found as an executable in PATH; " + why;
+  }
+  return "not found (not an executable file and not in PATH)";
+}
+
 }  // namespace hvd::launcher

@@ -4,8 +4,9 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git  # gcc brings ASan, UBSan and TSan (scripts/sanitize.sh)
   libopenmpi-dev openmpi-bin          # MPI transport and collectives
+  libpmix-dev                         # bounded hvd::init() (HOROVOD_START_TIMEOUT) through PMIx
   libspdlog-dev libfmt-dev            # logging
   libcli11-dev                        # hvdrun's command line
   catch2                              # tests (Catch2 2.13)

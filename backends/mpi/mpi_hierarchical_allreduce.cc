@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/mpi/mpi_world.h"
+#include "core/copy_bytes.h"
 #include "core/host_scale.h"
 #include "timeline/timeline.h"
 
@@ -52,7 +53,7 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   void pack(const std::vector<TensorTableEntry>& entries, unsigned char* buffer) {
     for (const auto& e : entries) context_.timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
     for (const auto& e : entries) {
-      std::memcpy(buffer, e.input->data(), e.input->size_bytes());
+      copy_bytes(buffer, e.input->data(), e.input->size_bytes());
       buffer += e.input->size_bytes();
     }
     for (const auto& e : entries) context_.timeline.activity_end(e.name);

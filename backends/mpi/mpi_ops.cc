@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backends/mpi/mpi_world.h"
+#include "core/copy_bytes.h"
 #include "core/host_scale.h"
 #include "timeline/timeline.h"
 
@@ -90,7 +91,7 @@ class MpiAllreduce final : public MpiOp {
       buffer = pack(packed, &packed_count);
     }
     for (auto* e : direct)
-      if (e->input->data() != e->output->data()) std::memcpy(e->output->data(), e->input->data(), e->input->size_bytes());
+      if (e->input->data() != e->output->data()) copy_bytes(e->output->data(), e->input->data(), e->input->size_bytes());
     Status status = Status::ok();
     {
       Activity a(context_.timeline, entries, "MPI_ALLREDUCE");
@@ -103,7 +104,7 @@ class MpiAllreduce final : public MpiOp {
       Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
       const auto* at = static_cast<const unsigned char*>(buffer);
       for (auto* e : packed) {
-        std::memcpy(e->output->data(), at, e->output->size_bytes());
+        copy_bytes(e->output->data(), at, e->output->size_bytes());
         at += e->output->size_bytes();
       }
     }
@@ -118,7 +119,7 @@ class MpiAllreduce final : public MpiOp {
     void* buffer = context_.host_fusion_buffer.get(static_cast<std::size_t>(bytes));
     auto* at = static_cast<unsigned char*>(buffer);
     for (const auto* e : packed) {
-      std::memcpy(at, e->input->data(), e->input->size_bytes());
+      copy_bytes(at, e->input->data(), e->input->size_bytes());
       at += e->input->size_bytes();
     }
     return buffer;
@@ -165,7 +166,7 @@ class MpiBroadcast final : public MpiOp {
     auto& e = entries.front();
     const std::int64_t total = e.input->size_bytes();
     if (world_.rank() == response.root && e.input->data() != e.output->data())
-      std::memcpy(e.output->data(), e.input->data(), total);
+      copy_bytes(e.output->data(), e.input->data(), total);
     Activity a(context_.timeline, entries, "MPI_BCAST");
     auto* bytes = static_cast<unsigned char*>(e.output->data());
     for (std::int64_t offset = 0; offset < total; offset += kMaxChunk) {
@@ -226,7 +227,7 @@ class MpiReducescatter final : public MpiOp {
     const void* send = e.input->data();
     if (response.prescale_factor != 1.0) {
       void* scratch = context_.host_fusion_buffer.get(static_cast<std::size_t>(e.input->size_bytes()));
-      std::memcpy(scratch, send, e.input->size_bytes());
+      copy_bytes(scratch, send, e.input->size_bytes());
       scale_host_buffer(scratch, e.input->num_elements(), dtype, response.prescale_factor);
       send = scratch;
     }

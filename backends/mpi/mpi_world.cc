@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/mpi/mpi_start_check.h"
 #include "core/host_scale.h"
 
 namespace hvd::detail {
@@ -29,7 +30,7 @@ int fake_local_size(int size) {
 
 }  // namespace
 
-MpiWorld::MpiWorld() {
+MpiWorld::MpiWorld(double start_timeout_seconds) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
@@ -39,7 +40,9 @@ MpiWorld::MpiWorld() {
     // cores training ran ~40% slower (docs/benchmarks.md). Yield while waiting, unless the user
     // chose otherwise.
     setenv(kYieldVariable, "1", /*overwrite=*/0);
+    wait_for_every_rank(start_timeout_seconds);  // MPI_Init itself would wait without limit
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    finish_start_check();
     initialized_mpi_ = true;
   } else {
     MPI_Query_thread(&provided);
@@ -50,6 +53,8 @@ MpiWorld::MpiWorld() {
                              "initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
   check(MPI_Comm_dup(MPI_COMM_WORLD, &global_), "MPI_Comm_dup");
   check(MPI_Comm_dup(MPI_COMM_WORLD, &control_comm_), "MPI_Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &liveness_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(liveness_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(global_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(control_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(global_, &rank_);
@@ -73,6 +78,7 @@ MpiWorld::MpiWorld() {
 
   types_.create();
   control_ = std::make_unique<MpiControlChannel>(control_comm_);
+  liveness_ = std::make_unique<MpiLivenessChannel>(liveness_comm_);
 }
 
 MpiWorld::~MpiWorld() { finalize(); }
@@ -115,8 +121,9 @@ void MpiWorld::finalize() {
   if (finalized_) return;
   finalized_ = true;
   if (control_) control_->close();
+  if (liveness_) liveness_->close();
   types_.destroy();
-  for (MPI_Comm* c : {&global_, &control_comm_, &local_, &cross_})
+  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   if (initialized_mpi_) MPI_Finalize();
 }

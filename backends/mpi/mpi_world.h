@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "backends/mpi/mpi_control_channel.h"
+#include "backends/mpi/mpi_liveness_channel.h"
 #include "backends/mpi/mpi_types.h"
 #include "core/world.h"
 
@@ -18,7 +19,8 @@ namespace hvd::detail {
 
 class MpiWorld final : public World {
  public:
-  MpiWorld();
+  // Waits at most `start_timeout_seconds` (0: no limit) for every rank before MPI_Init.
+  explicit MpiWorld(double start_timeout_seconds = 0);
   ~MpiWorld() override;
 
   int rank() const override { return rank_; }
@@ -29,6 +31,7 @@ class MpiWorld final : public World {
   int cross_size() const override { return cross_size_; }
   bool homogeneous() const override { return homogeneous_; }
   ControlChannel& control() override { return *control_; }
+  LivenessChannel& liveness() override { return *liveness_; }
   Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
                         CommScope scope) override;
   void finalize() override;
@@ -50,11 +53,13 @@ class MpiWorld final : public World {
   bool finalized_ = false;
   MPI_Comm global_ = MPI_COMM_NULL;   // data traffic
   MPI_Comm control_comm_ = MPI_COMM_NULL;  // negotiation traffic
+  MPI_Comm liveness_comm_ = MPI_COMM_NULL;  // watchdog reports
   MPI_Comm local_ = MPI_COMM_NULL;
   MPI_Comm cross_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   bool homogeneous_ = true;
   std::unique_ptr<MpiControlChannel> control_;
+  std::unique_ptr<MpiLivenessChannel> liveness_;
   MpiTypes types_;
 };
 

@@ -1,11 +1,15 @@
 // The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
 // before anything is sent), then an enqueue on the one Runtime.
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
 
 #include "core/backend.h"
 #include "core/introspection.h"
+#include "core/logging.h"
 #include "core/runtime.h"
 #include "horovodcpp/horovod.h"
 
@@ -15,13 +19,58 @@ namespace {
 std::mutex g_mutex;
 std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init; set under g_mutex
 std::atomic<detail::Runtime*> g_published{nullptr};  // the same, for readers on any thread
+std::atomic<bool> g_shut_down{false};  // this rank called hvd::shutdown()
+detail::Runtime* g_abandoned = nullptr;  // a runtime left to a stuck background thread; never freed
 
-detail::Runtime& runtime(const std::string& caller) {
+// Keeps the runtime alive for its stuck background thread (destroying it under that thread
+// would be a use-after-free), reachable so leak checkers do not count it.
+void abandon_runtime() { g_abandoned = g_runtime.release(); }
+
+// Lifecycle rules (README "Lifecycle"): local queries answer from hvd::init() until this rank's
+// own hvd::shutdown(), whatever happened to its peers; collectives need a running runtime.
+detail::Runtime& initialized_runtime(const std::string& caller) {
   detail::Runtime* rt = g_published.load(std::memory_order_acquire);
   if (rt == nullptr) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
-  if (!rt->running())
+  if (g_shut_down.load())
     throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
   return *rt;
+}
+
+// A program that leaves without hvd::shutdown() (return from main, exit(), an uncaught
+// exception) shuts down here, so its peers learn which rank left instead of hanging, and the
+// background thread is gone before the statics it uses (the logger) are destroyed. Bounded:
+// a frozen peer must not hang the exit.
+constexpr std::chrono::seconds kExitShutdownLimit{10};
+
+void shut_down_at_exit() {
+  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !g_runtime || g_shut_down.load()) return;
+  g_shut_down = true;
+  if (!g_runtime->stop(kExitShutdownLimit)) abandon_runtime();
+}
+
+std::terminate_handler g_previous_terminate = nullptr;
+
+[[noreturn]] void shut_down_on_terminate() {
+  shut_down_at_exit();
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();
+}
+
+void install_exit_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Registered after the logger exists, so it runs before the logger is destroyed.
+    detail::log_enabled(detail::LogLevel::Debug);
+    std::atexit(shut_down_at_exit);
+    g_previous_terminate = std::set_terminate(shut_down_on_terminate);
+  });
+}
+
+detail::Runtime& runtime(const std::string& caller) {
+  detail::Runtime& rt = initialized_runtime(caller);
+  if (!rt.running()) throw Error(caller + ": horovodcpp has stopped: " + rt.stop_reason());
+  return rt;
 }
 
 void check_name(const std::string& op, const std::string& name) {
@@ -91,10 +140,16 @@ std::string name_or_generated(detail::Runtime& rt, const std::string& name, cons
 
 void init() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime && g_runtime->running()) return;
-  if (g_runtime)
-    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process");
+  if (g_shut_down.load())
+    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process, "
+                "so a process runs hvd::init() ... hvd::shutdown() once");
+  if (g_runtime) {
+    if (g_runtime->running()) return;  // a second hvd::init() is harmless, as in Horovod
+    throw Error("hvd::init(): the runtime has already stopped (" + g_runtime->stop_reason() +
+                ") and cannot be restarted in this process; call hvd::shutdown()");
+  }
   auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
+  install_exit_handlers();
   rt->start();
   g_runtime = std::move(rt);
   g_published.store(g_runtime.get(), std::memory_order_release);
@@ -102,20 +157,25 @@ void init() {
 
 void shutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime) g_runtime->stop();
+  if (!g_runtime) return;
+  g_shut_down = true;
+  if (!g_runtime->stop()) abandon_runtime();  // its background thread is stuck in MPI
 }
 
+// True from a successful hvd::init() until this rank's hvd::shutdown(), except after the runtime
+// failed (stall shutdown, lost peer): a peer's orderly shutdown is the normal end of a job and
+// leaves it true, so `if (hvd::is_initialized() && hvd::rank() == 0) save(...)` works.
 bool is_initialized() {
   detail::Runtime* rt = g_published.load(std::memory_order_acquire);
-  return rt != nullptr && rt->running();
+  return rt != nullptr && !g_shut_down.load() && !rt->failed();
 }
 
-int rank() { return runtime("hvd::rank()").topology().rank; }
-int size() { return runtime("hvd::size()").topology().size; }
-int local_rank() { return runtime("hvd::local_rank()").topology().local_rank; }
-int local_size() { return runtime("hvd::local_size()").topology().local_size; }
-int cross_rank() { return runtime("hvd::cross_rank()").topology().cross_rank; }
-int cross_size() { return runtime("hvd::cross_size()").topology().cross_size; }
+int rank() { return initialized_runtime("hvd::rank()").topology().rank; }
+int size() { return initialized_runtime("hvd::size()").topology().size; }
+int local_rank() { return initialized_runtime("hvd::local_rank()").topology().local_rank; }
+int local_size() { return initialized_runtime("hvd::local_size()").topology().local_size; }
+int cross_rank() { return initialized_runtime("hvd::cross_rank()").topology().cross_rank; }
+int cross_size() { return initialized_runtime("hvd::cross_size()").topology().cross_size; }
 
 namespace detail {
 ControllerStats controller_stats() { return runtime("hvd::detail::controller_stats()").controller_stats(); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/collective_op.h"
+#include "core/settings.h"
 #include "core/world.h"
 
 namespace hvd::detail {
@@ -31,7 +32,9 @@ struct BuildFeatures {
 
 // Defined in backends/compiled_backends.cc.
 BuildFeatures compiled_features();
-std::unique_ptr<World> create_world();  // initializes the transport; background thread only
+// Initializes the transport, waiting at most settings.start_timeout_seconds for every rank to
+// arrive (where the launcher lets it tell); background thread only.
+std::unique_ptr<World> create_world(const Settings& settings);
 // Ordered by preference: device backends first, so NCCL wins over MPI for GPU tensors.
 std::vector<std::unique_ptr<Backend>> create_backends(World& world);
 

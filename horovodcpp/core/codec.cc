@@ -86,6 +86,17 @@ class Reader {
       if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
     return v;
   }
+  // A tensor shape: sizes whose element count times the widest dtype (8 bytes) fits in int64,
+  // so num_elements() and byte counts computed from it cannot overflow.
+  std::vector<std::int64_t> shape(const char* what) {
+    auto v = sizes(what);
+    std::int64_t bytes = 8;
+    for (auto d : v)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        throw CodecError(std::string("corrupt message: ") + what + " " + shape_string(v) +
+                         " has more elements than fit in 64 bits");
+    return v;
+  }
   std::pair<bool, std::uint32_t> header(std::uint8_t kind) {
     need(4, "magic");
     if (std::memcmp(data_, kMagic, 4) != 0) throw CodecError("corrupt message: bad magic bytes");
@@ -130,6 +141,7 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     w.pod<std::int32_t>(r.root);
     w.str(r.group);
     w.pod<std::int32_t>(r.group_size);
+    w.pod<double>(r.waited_seconds);
   }
   return w.take();
 }
@@ -168,7 +180,7 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
     r.type = rd.enumeration(RequestType::Barrier, "request type");
     r.name = rd.str("name");
     r.dtype = rd.enumeration(DataType::Float64, "dtype");
-    r.shape = rd.sizes("shape");
+    r.shape = rd.shape("shape");
     r.device = rd.pod<std::int32_t>("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
     r.prescale_factor = rd.pod<double>("prescale factor");
@@ -176,6 +188,9 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
     r.root = rd.pod<std::int32_t>("root");
     r.group = rd.str("group");
     r.group_size = rd.pod<std::int32_t>("group size");
+    r.waited_seconds = rd.pod<double>("waited seconds");
+    if (!(r.waited_seconds >= 0 && r.waited_seconds < 1e9))  // also refuses NaN
+      throw CodecError("corrupt message: waited seconds " + std::to_string(r.waited_seconds));
     list.requests.push_back(std::move(r));
   }
   rd.finish();
@@ -193,8 +208,17 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
     auto names = rd.count(4, "names");
     for (std::uint32_t k = 0; k < names; ++k) r.names.push_back(rd.str("name"));
     auto shapes = rd.count(4, "shapes");
-    for (std::uint32_t k = 0; k < shapes; ++k) r.shapes.push_back(rd.sizes("shape"));
+    std::int64_t total = 0;  // fusion and the ops add the tensors' bytes up
+    for (std::uint32_t k = 0; k < shapes; ++k) {
+      r.shapes.push_back(rd.shape("shape"));
+      if (__builtin_add_overflow(total, 8 * num_elements(r.shapes.back()), &total))
+        throw CodecError("corrupt message: the response's tensors hold more bytes than fit in 64 bits");
+    }
     r.first_dims = rd.sizes("first dims");
+    std::int64_t rows = 0;
+    for (auto d : r.first_dims)
+      if (__builtin_add_overflow(rows, d, &rows))
+        throw CodecError("corrupt message: the first dimensions add up to more than fits in 64 bits");
     r.dtype = rd.enumeration(DataType::Float64, "dtype");
     r.device = rd.pod<std::int32_t>("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");

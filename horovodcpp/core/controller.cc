@@ -61,6 +61,7 @@ ResponseList Controller::compute_response_list(std::vector<Request> new_requests
     if (!result.shutdown_reason.empty()) result.shutdown = true;
   }
   result.shutdown = result.shutdown || agreement.shutdown;
+  result.shutdown_ranks = agreement.shutdown_ranks;
   result.responses = fuse_responses(std::move(responses), options_.fusion_threshold_bytes);
   return result;
 }
@@ -96,9 +97,11 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
                                         const std::vector<int>& invalid_slots) {
   const std::size_t slots = cache_.slot_count();
   const std::size_t words = (slots + 63) / 64;
-  // [flags | invalid slots | pending slots] travel inverted (their AND is the OR), then the
-  // ready bits plainly (their AND says which slots every rank has submitted).
-  std::vector<std::uint64_t> bits(1 + 3 * words, 0);
+  const std::size_t rank_words = (static_cast<std::size_t>(channel_.size()) + 63) / 64;
+  // [flags | ranks that shut down | invalid slots | pending slots] travel inverted (their AND is
+  // the OR), then the ready bits plainly (their AND says which slots every rank has submitted).
+  const std::size_t invalid_at = 1 + rank_words, pending_at = invalid_at + words, ready_at = pending_at + words;
+  std::vector<std::uint64_t> bits(ready_at + words, 0);
   std::uint64_t flags = 0;
   if (any_uncached) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
@@ -108,11 +111,12 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
     flags |= kFlagBusy;
   if (channel_.rank() == 0 && coordinator_.stall_check_due()) flags |= kFlagCoordinatorDue;
   bits[0] = flags;
-  for (int slot : invalid_slots) set_bit(bits, 1, slot);
-  for (const auto& p : pending_cached_) set_bit(bits, 1 + words, *cache_.slot_of(p.request.name));
+  if (shutdown) set_bit(bits, 1, static_cast<std::size_t>(channel_.rank()));
+  for (int slot : invalid_slots) set_bit(bits, invalid_at, slot);
+  for (const auto& p : pending_cached_) set_bit(bits, pending_at, *cache_.slot_of(p.request.name));
   // The ready section is this rank's pending bits too, taken before the inversion.
-  std::copy(bits.begin() + 1 + words, bits.begin() + 1 + 2 * words, bits.begin() + 1 + 2 * words);
-  for (std::size_t w = 0; w < 1 + 2 * words; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
+  std::copy(bits.begin() + pending_at, bits.begin() + ready_at, bits.begin() + ready_at);
+  for (std::size_t w = 0; w < ready_at; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
 
   channel_.bitwise_and(bits);
 
@@ -123,13 +127,15 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   a.joined = any & kFlagJoined;
   a.coordinator_due = any & kFlagCoordinatorDue;
   idle_cycles_ = (any & kFlagBusy) ? 0 : idle_cycles_ + 1;
+  for (int r = 0; r < channel_.size(); ++r)
+    if (!get_bit(bits, 1, static_cast<std::size_t>(r))) a.shutdown_ranks.push_back(r);
   a.invalid.resize(slots);
   a.ready.resize(slots);
   a.pending_somewhere.resize(slots);
   for (std::size_t s = 0; s < slots; ++s) {
-    a.invalid[s] = !get_bit(bits, 1, s);
-    a.pending_somewhere[s] = !get_bit(bits, 1 + words, s);
-    a.ready[s] = get_bit(bits, 1 + 2 * words, s) && !a.invalid[s];
+    a.invalid[s] = !get_bit(bits, invalid_at, s);
+    a.pending_somewhere[s] = !get_bit(bits, pending_at, s);
+    a.ready[s] = get_bit(bits, ready_at, s) && !a.invalid[s];
   }
   return a;
 }
@@ -139,9 +145,11 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
   // Requests on invalidated slots, or any cached request while a rank has joined, go the slow way.
   std::vector<PendingCached> keep;
   std::vector<std::pair<int, Request>> hits;
+  const auto now = Clock::now();
   for (auto& p : pending_cached_) {
     const int slot = *cache_.slot_of(p.request.name);
     if (agreement.invalid[slot] || agreement.joined) {
+      p.request.waited_seconds = std::chrono::duration<double>(now - p.since).count();
       uncached->push_back(std::move(p.request));
     } else if (agreement.ready[slot]) {
       hits.emplace_back(slot, std::move(p.request));
@@ -196,7 +204,12 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
   std::vector<std::uint8_t> reply;
   if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered));
   reply = channel_.broadcast(reply);
-  ResponseList list = decode_response_list(reply.data(), reply.size());
+  ResponseList list;
+  try {
+    list = decode_response_list(reply.data(), reply.size());
+  } catch (const CodecError& e) {
+    throw CodecError(std::string("corrupt response list from rank 0 (the coordinator): ") + e.what());
+  }
 
   for (const auto& response : list.responses) {
     if (response.type == ResponseType::Join) joined_ = false;

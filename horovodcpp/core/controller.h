@@ -8,7 +8,8 @@
 //     "uncached" and go to the coordinator in step 3.
 //  2. One bitwise AND across ranks carries: the cache bits (an entry is ready when every rank set
 //     it), and, inverted so that AND acts as OR, the flags "some rank has uncached requests",
-//     "some rank wants shutdown", "some rank has joined", one "invalidate" bit per entry
+//     "some rank wants shutdown" (with one bit per rank, so every rank learns which ranks
+//     left), "some rank has joined", one "invalidate" bit per entry
 //     (a rank saw a request with that name but different parameters, or its cached request is
 //     stalled), and one "pending" bit per entry (some rank has submitted it: with the cache bits
 //     every rank learns which tensors are half-submitted, see CatchUp). Invalidated entries are evicted on every rank and their pending requests re-sent
@@ -92,6 +93,7 @@ class Controller {
   };
   struct Agreement {  // what the cycle's one bitwise AND established
     bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
+    std::vector<int> shutdown_ranks;  // the ranks that asked to shut down this cycle
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
     std::vector<bool> pending_somewhere;  // per cache slot: some rank has submitted it

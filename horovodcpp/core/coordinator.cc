@@ -80,9 +80,13 @@ void Coordinator::accept(Request request, std::vector<std::string>* became_ready
     timeline_->negotiate_start(request.name, request_type_name(request.type));
     timeline_->negotiate_rank_ready(request.name, request.rank);
   }
+  const auto submitted = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(request.waited_seconds));
   if (inserted) {
-    it->second.first_seen = Clock::now();
+    it->second.first_seen = submitted;
     arrival_order_.push_back(request.name);
+  } else {
+    it->second.first_seen = std::min(it->second.first_seen, submitted);
   }
   it->second.requests.push_back(std::move(request));
   if (is_ready(it->second)) became_ready->push_back(it->first);
@@ -165,7 +169,7 @@ std::string Coordinator::check_group_sizes(const std::string& group) const {
       if (r.group_size == reference->group_size) continue;
       const Request& low = r.rank < reference->rank ? r : *reference;
       const Request& high = r.rank < reference->rank ? *reference : r;
-      return "Mismatched group sizes for grouped allreduce '" + group + "': rank " + std::to_string(low.rank) +
+      return "Mismatched group sizes for grouped allreduce '" + display_name(group) + "': rank " + std::to_string(low.rank) +
              " submitted " + std::to_string(low.group_size) + " tensors, rank " + std::to_string(high.rank) +
              " submitted " + std::to_string(high.group_size);
     }

@@ -21,7 +21,7 @@ std::vector<Response> fuse_responses(std::vector<Response> responses, std::int64
     bool merged = false;
     // Look back for an open fused response this one fits into.
     for (std::size_t i = 0; i < fused.size() && !merged; ++i) {
-      if (!compatible(fused[i], r) || fused_bytes[i] + bytes > threshold_bytes) continue;
+      if (!compatible(fused[i], r) || bytes > threshold_bytes - fused_bytes[i]) continue;  // no overflow
       for (auto& n : r.names) fused[i].names.push_back(std::move(n));
       for (auto& s : r.shapes) fused[i].shapes.push_back(std::move(s));
       fused_bytes[i] += bytes;

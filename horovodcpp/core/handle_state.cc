@@ -13,6 +13,16 @@ void HandleState::complete_entry(int index, const Status& entry_status, TensorPt
   cv.notify_all();
 }
 
+void HandleState::fail_all(const Status& failure) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (pending <= 0) return;
+    if (status.is_ok()) status = failure;
+    pending = 0;
+  }
+  cv.notify_all();
+}
+
 bool HandleState::done() const {
   std::lock_guard<std::mutex> lock(mutex);
   return pending <= 0;

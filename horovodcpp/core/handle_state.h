@@ -17,6 +17,9 @@ struct HandleState {
 
   // Records one entry's outcome; the first failure wins. Thread-safe.
   void complete_entry(int index, const Status& status, TensorPtr output);
+  // Completes every entry still pending with `status` (the watchdog, when the background
+  // thread is stuck and will never complete them). Thread-safe; later completions are ignored.
+  void fail_all(const Status& status);
   bool done() const;
   Status wait() const;
 

@@ -64,4 +64,11 @@ bool Response::operator==(const Response& o) const {
          root == o.root && error == o.error && last_joined_rank == o.last_joined_rank;
 }
 
+std::string display_name(const std::string& name) {
+  if (name.size() <= kMaxShownNameChars) return name;
+  const std::size_t keep = kMaxShownNameChars / 2;
+  return name.substr(0, keep) + "...(" + std::to_string(name.size()) + " characters)..." +
+         name.substr(name.size() - keep / 2);
+}
+
 }  // namespace hvd::detail

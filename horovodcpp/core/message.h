@@ -19,6 +19,10 @@ constexpr const char* kJoinTensorName = "__hvd_join";
 constexpr const char* kBarrierTensorPrefix = "__hvd_barrier";
 
 const char* request_type_name(RequestType type);    // "ALLREDUCE"
+// A tensor or group name as error messages show it: names past kMaxShownNameChars are cut,
+// keeping the start and end and saying how long the name was.
+constexpr std::size_t kMaxShownNameChars = 200;
+std::string display_name(const std::string& name);
 const char* response_type_name(ResponseType type);  // "ALLREDUCE", ..., "ERROR"
 ResponseType response_type_for(RequestType type);
 
@@ -35,6 +39,9 @@ struct Request {
   std::int32_t root = 0;
   std::string group;  // non-empty for grouped allreduce: every member carries the group's name
   std::int32_t group_size = 0;
+  // How long the rank held it before sending it to the coordinator (a cached request that waited
+  // for the others): the stall inspector counts from the submission, not from the arrival.
+  double waited_seconds = 0;
 
   bool operator==(const Request& other) const;
   bool operator!=(const Request& other) const { return !(*this == other); }
@@ -69,6 +76,7 @@ struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   std::string shutdown_reason;  // set when the runtime stops for a reason other than a request
+  std::vector<int> shutdown_ranks;  // the ranks whose shutdown wish was agreed (not on the wire)
 };
 
 }  // namespace hvd::detail

@@ -20,7 +20,7 @@ std::string scale(double v) {
 std::string mismatch(const char* what, const Request& a, const Request& b, const std::string& va,
                      const std::string& vb) {
   std::ostringstream out;
-  out << "Mismatched " << what << " for tensor '" << a.name << "' (" << request_type_name(a.type)
+  out << "Mismatched " << what << " for tensor '" << display_name(a.name) << "' (" << request_type_name(a.type)
       << "): rank " << a.rank << " has " << va << ", rank " << b.rank << " has " << vb;
   return out.str();
 }
@@ -45,7 +45,7 @@ std::string check_requests(const std::vector<Request>& arrived, int size, const 
     const bool per_rank_first_dim = a.type == RequestType::Allgather || a.type == RequestType::Alltoall;
     if (per_rank_first_dim) {
       if (a.shape.empty() || b.shape.empty())
-        return "Tensor '" + a.name + "' (" + request_type_name(a.type) + ") needs at least one dimension; rank " +
+        return "Tensor '" + display_name(a.name) + "' (" + request_type_name(a.type) + ") needs at least one dimension; rank " +
                std::to_string(a.shape.empty() ? a.rank : b.rank) + " passed a scalar";
       if (a.shape.size() != b.shape.size() || trailing_dims(a.shape) != trailing_dims(b.shape))
         return mismatch("shapes (all but the first dimension must agree)", a, b, shape_string(a.shape),
@@ -62,13 +62,13 @@ std::string check_requests(const std::vector<Request>& arrived, int size, const 
     if (a.type == RequestType::Broadcast && b.root != a.root)
       return mismatch("broadcast roots", a, b, "root " + std::to_string(a.root), "root " + std::to_string(b.root));
     if (b.group != a.group)
-      return mismatch("groups", a, b, "'" + a.group + "'", "'" + b.group + "'");
+      return mismatch("groups", a, b, "'" + display_name(a.group) + "'", "'" + display_name(b.group) + "'");
   }
   if (a.type == RequestType::Reducescatter && (a.shape.empty()))
-    return "Tensor '" + a.name + "' (REDUCESCATTER) needs at least one dimension";
+    return "Tensor '" + display_name(a.name) + "' (REDUCESCATTER) needs at least one dimension";
   if (!joined.empty() && a.type != RequestType::Allreduce) {
     std::ostringstream out;
-    out << "Tensor '" << a.name << "' (" << request_type_name(a.type) << ") cannot run while rank"
+    out << "Tensor '" << display_name(a.name) << "' (" << request_type_name(a.type) << ") cannot run while rank"
         << (joined.size() > 1 ? "s " : " ");
     for (std::size_t i = 0; i < joined.size(); ++i) out << (i ? ", " : "") << joined[i];
     out << (joined.size() > 1 ? " have" : " has") << " joined: only allreduce accepts joined ranks (of " << size << ")";

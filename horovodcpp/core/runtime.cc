@@ -1,6 +1,7 @@
 #include "core/runtime.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/settings_agreement.h"
 
 namespace hvd::detail {
 namespace {
@@ -42,6 +44,15 @@ void open_queued_ops(Timeline& timeline, const ResponseList& list) {
   }
 }
 
+std::vector<std::string> environment_names() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    names.push_back(entry.substr(0, entry.find('=')));
+  }
+  return names;
+}
+
 std::string format_number(double v) {
   std::ostringstream out;
   out << v;
@@ -50,7 +61,7 @@ std::string format_number(double v) {
 
 std::string joined_names(const std::vector<std::string>& names) {
   std::string out;
-  for (std::size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  for (std::size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + display_name(names[i]) + "'";
   if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " tensors)";
   return out;
 }
@@ -59,12 +70,7 @@ std::string joined_names(const std::vector<std::string>& names) {
 
 Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {}
 
-Runtime::~Runtime() {
-  if (thread_.joinable()) {
-    shutdown_requested_ = true;
-    thread_.join();
-  }
-}
+Runtime::~Runtime() { stop(); }
 
 void Runtime::start() {
   thread_ = std::thread([this] { background_main(); });
@@ -77,9 +83,20 @@ void Runtime::start() {
   }
 }
 
-void Runtime::stop() {
+bool Runtime::stop(std::optional<std::chrono::milliseconds> limit) {
   shutdown_requested_ = true;
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return !abandoned_.load();
+  bool finished = true;
+  if (limit && !abandoned_.load()) {
+    std::unique_lock<std::mutex> lock(init_mutex_);
+    finished = init_cv_.wait_for(lock, *limit, [this] { return loop_done_ || abandoned_.load(); }) && loop_done_;
+  }
+  if (abandoned_.load() || !finished) {
+    thread_.detach();  // stuck in MPI for good; joining would hang this rank too
+    return false;
+  }
+  thread_.join();
+  return true;
 }
 
 void Runtime::background_main() {
@@ -103,11 +120,15 @@ void Runtime::background_main() {
   }
   init_cv_.notify_all();
   log_info(describe_setup());
+  for (const auto& warning : unknown_setting_warnings(environment_names())) log_warn(warning);
   run_loop();
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  loop_done_ = true;
+  init_cv_.notify_all();
 }
 
 void Runtime::initialize_on_background_thread() {
-  world_ = create_world();
+  world_ = create_world(settings_);
   topology_ = {world_->rank(),       world_->size(),       world_->local_rank(),
                world_->local_size(), world_->cross_rank(), world_->cross_size()};
   configure_logging(topology_.rank, settings_.log_level);
@@ -120,10 +141,61 @@ void Runtime::initialize_on_background_thread() {
   // A failure on some ranks only would leave the others waiting in their first collective:
   // every rank learns whether any failed, and why, and all of them fail together.
   std::string error = agree_on_init(local_error);
+  // Only then (every rank got this far) compare the settings that every rank must share.
+  if (error.empty()) error = check_settings_agree(world_->control(), agreed_values(settings_, backend_names()));
   if (!error.empty()) {
     release_world();
     throw Error(error);
   }
+  watchdog_ = std::make_unique<Watchdog>(watchdog_options(), topology_.rank, topology_.size, world_->liveness(),
+                                         progress_, [this](const std::string& reason) { abandon(reason); });
+  watchdog_->start();
+}
+
+WatchdogOptions Runtime::watchdog_options() const {
+  WatchdogOptions o;
+  o.warning_seconds = settings_.stall_check_disabled ? 0.0 : settings_.stall_check_seconds;
+  const double stall = settings_.stall_shutdown_seconds, liveness = settings_.liveness_timeout_seconds;
+  if (stall > 0 && (liveness <= 0 || stall <= liveness)) {
+    o.fatal_seconds = stall;
+    o.fatal_setting = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
+  } else {
+    o.fatal_seconds = liveness;
+    o.fatal_setting = "HOROVOD_LIVENESS_TIMEOUT_SECONDS";
+  }
+  return o;
+}
+
+void Runtime::abandon(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_reason_ = reason;
+  }
+  failed_ = true;
+  abandoned_ = true;
+  running_ = false;
+  log_error(reason);
+  const Status failure = Status::aborted(reason);
+  for (auto& e : queue_.close("horovodcpp has stopped: " + reason))
+    if (e.handle) e.handle->fail_all(failure);
+  std::lock_guard<std::mutex> lock(handles_mutex_);
+  for (auto& weak : live_handles_)
+    if (auto state = weak.lock()) state->fail_all(failure);
+  live_handles_.clear();
+}
+
+void Runtime::track(const std::shared_ptr<HandleState>& state) {
+  std::lock_guard<std::mutex> lock(handles_mutex_);
+  if (live_handles_.size() >= prune_handles_at_) {
+    live_handles_.erase(std::remove_if(live_handles_.begin(), live_handles_.end(),
+                                       [](const std::weak_ptr<HandleState>& w) {
+                                         auto s = w.lock();
+                                         return !s || s->done();
+                                       }),
+                        live_handles_.end());
+    prune_handles_at_ = std::max<std::size_t>(64, 2 * live_handles_.size());
+  }
+  live_handles_.push_back(state);
 }
 
 void Runtime::set_up_on_world() {
@@ -150,9 +222,14 @@ void Runtime::set_up_on_world() {
   if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
 }
 
-std::string Runtime::describe_setup() const {
+std::string Runtime::backend_names() const {
   std::string backends;
   for (const auto& backend : backends_) backends += (backends.empty() ? "" : ", ") + std::string(backend->name());
+  return backends;
+}
+
+std::string Runtime::describe_setup() const {
+  const std::string backends = backend_names();
   return "initialized: rank " + std::to_string(topology_.rank) + " of " + std::to_string(topology_.size) +
          " (local " + std::to_string(topology_.local_rank) + " of " + std::to_string(topology_.local_size) +
          ", cross " + std::to_string(topology_.cross_rank) + " of " + std::to_string(topology_.cross_size) +
@@ -220,6 +297,8 @@ void Runtime::run_loop() {
     // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
     wait_for_cycle_start(next_cycle, period);
     next_cycle = std::chrono::steady_clock::now() + period;
+    if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
+    progress_.enter_cycle(controller_->stats().cycles + 1);
     timeline_.mark_cycle_start();
     std::vector<Request> requests = queue_.pop_requests();
     for (const auto& r : requests)
@@ -228,16 +307,25 @@ void Runtime::run_loop() {
     try {
       list = controller_->compute_response_list(std::move(requests), shutdown_requested_.load());
     } catch (const std::exception& e) {
-      shut_down_on_background_thread(std::string("negotiation failed: ") + e.what());
+      shut_down_on_background_thread(StopKind::Failed, std::string("negotiation failed: ") + e.what());
       return;
     }
     publish_stats();
     if (!list.responses.empty() && log_enabled(LogLevel::Debug)) log_debug(describe_cycle(list));
     open_queued_ops(timeline_, list);
-    for (const auto& response : list.responses) execute(response);
+    for (const auto& response : list.responses) {
+      if (abandoned_.load()) return;
+      execute(response);
+    }
+    progress_.leave_cycle();
+    if (abandoned_.load()) return;
     if (list.shutdown) {
-      shut_down_on_background_thread(list.shutdown_reason.empty() ? "hvd::shutdown() was called"
-                                                                   : list.shutdown_reason);
+      if (!list.shutdown_reason.empty())
+        shut_down_on_background_thread(StopKind::Failed, list.shutdown_reason);
+      else if (shutdown_requested_.load())
+        shut_down_on_background_thread(StopKind::Requested, "hvd::shutdown() was called");
+      else
+        shut_down_on_background_thread(StopKind::PeerLeft, describe_shutdown(list));
       return;
     }
     // Nothing anywhere for a while: stop cycling until some rank has work, so an idle runtime
@@ -245,10 +333,14 @@ void Runtime::run_loop() {
     if (controller_->idle_cycles() >= idle_after_cycles_) {
       try {
         world_->control().idle_wait([this](std::chrono::microseconds timeout) {
-          return shutdown_requested_.load() || queue_.wait_for_requests(timeout);
+          const bool work = shutdown_requested_.load() || queue_.wait_for_requests(timeout);
+          // From here on the ranks must resume together: waiting for that is watched.
+          if (work) progress_.enter_cycle(controller_->stats().cycles);
+          return work;
         });
+        progress_.leave_cycle();
       } catch (const std::exception& e) {
-        shut_down_on_background_thread(std::string("idle wait failed: ") + e.what());
+        shut_down_on_background_thread(StopKind::Failed, std::string("idle wait failed: ") + e.what());
         return;
       }
       controller_->reset_idle();
@@ -366,22 +458,49 @@ void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& statu
 
 // Backends first (they may still use the world), then the timeline, then MPI itself.
 void Runtime::release_world() {
+  if (watchdog_) watchdog_->stop();
   for (auto& backend : backends_) backend->shutdown();
   timeline_.stop();
   world_->finalize();
 }
 
-void Runtime::shut_down_on_background_thread(const std::string& reason) {
-  std::vector<TensorTableEntry> left = queue_.close("horovodcpp has been shut down (" + reason + ")");
+// A peer's shutdown ends the collectives of every rank, but this rank's program may go on
+// (save a checkpoint on rank 0, print results): the message says who left and what still works.
+std::string Runtime::describe_shutdown(const ResponseList& list) const {
+  std::string ranks;
+  for (int r : list.shutdown_ranks)
+    if (r != topology_.rank) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const bool several = ranks.find(',') != std::string::npos;
+  return "rank" + std::string(several ? "s " : " ") + ranks + (several ? " have" : " has") +
+         " shut down (hvd::shutdown() or the end of its process) while this rank was still running; "
+         "collectives are no longer possible, but hvd::rank(), hvd::size() and the other local queries answer "
+         "until this rank calls hvd::shutdown()";
+}
+
+void Runtime::shut_down_on_background_thread(StopKind kind, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_reason_ = reason;
+  }
+  failed_ = kind == StopKind::Failed;
+  running_ = false;
+  std::vector<TensorTableEntry> left = queue_.close("horovodcpp has stopped: " + reason);
   for (auto& e : left) {
     std::vector<TensorTableEntry> one;
     one.push_back(std::move(e));
     finish(one, Status::aborted("horovodcpp shut down before " + std::string(request_type_name(one[0].type)) +
-                                " of tensor '" + one[0].name + "' completed: " + reason));
+                                " of tensor '" + display_name(one[0].name) + "' completed: " + reason));
   }
+  // A peer that shut down waits in MPI_Finalize (a fence over every process in Open MPI) until
+  // this rank finalizes too: do it now rather than at this rank's own hvd::shutdown().
   release_world();
-  running_ = false;
-  if (reason != "hvd::shutdown() was called") log_warn("runtime stopped: " + reason);
+  if (kind == StopKind::Failed) log_warn("runtime stopped: " + reason);
+  if (kind == StopKind::PeerLeft) log_info("runtime stopped: " + reason);
+}
+
+std::string Runtime::stop_reason() const {
+  std::lock_guard<std::mutex> lock(stop_mutex_);
+  return stop_reason_;
 }
 
 std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
@@ -391,6 +510,7 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
     entries[i].handle_index = static_cast<int>(i);
     state->outputs[i] = entries[i].output;
   }
+  track(state);
   if (auto error = queue_.add(std::move(entries), std::move(requests))) throw Error(*error);
   return state;
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,8 +18,10 @@
 #include "core/controller.h"
 #include "core/fusion_buffer.h"
 #include "core/op_registry.h"
+#include "core/progress.h"
 #include "core/settings.h"
 #include "core/tensor_queue.h"
+#include "core/watchdog.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
@@ -37,8 +40,17 @@ class Runtime {
   // Starts the background thread and waits until the world is up; throws hvd::Error on failure.
   void start();
   // Asks every rank to stop, waits for the background thread; pending operations fail.
-  void stop();
+  // Returns false when the watchdog gave up on a stuck background thread: it was left running
+  // (it may never return from MPI), so this object must outlive it (the caller leaks it).
+  // With a `limit`, gives up waiting after it (exit paths: a frozen peer must not hang exit).
+  bool stop(std::optional<std::chrono::milliseconds> limit = std::nullopt);
+  // Collectives can run: false once the runtime stopped, for whatever reason.
   bool running() const { return running_.load(); }
+  // The runtime stopped because something went wrong (a stall, a lost peer, a failed
+  // negotiation), not because this rank or a peer called hvd::shutdown().
+  bool failed() const { return failed_.load(); }
+  // Why collectives are no longer possible (empty while running). Any thread.
+  std::string stop_reason() const;
 
   const Topology& topology() const { return topology_; }
   const Settings& settings() const { return settings_; }
@@ -59,9 +71,14 @@ class Runtime {
   void set_up_on_world();  // everything after the world exists; throws on failure
   // Collective: "" when every rank set up, else the failing ranks and the first one's reason.
   std::string agree_on_init(const std::string& local_error);
+  std::string backend_names() const;                        // "NCCL, MPI"
   std::string describe_setup() const;                       // the info line after init
   std::string describe_cycle(const ResponseList& list) const;  // the debug line per busy cycle
   void publish_stats();
+  WatchdogOptions watchdog_options() const;
+  // Watchdog thread: the background thread is stuck; fail every operation and give up on it.
+  void abandon(const std::string& reason);
+  void track(const std::shared_ptr<HandleState>& state);
   void run_loop();
   void wait_for_cycle_start(std::chrono::steady_clock::time_point due, std::chrono::steady_clock::duration period);
   // Submissions closer together than this are one burst (see wait_for_cycle_start).
@@ -69,7 +86,9 @@ class Runtime {
   void execute(const Response& response);
   std::vector<TensorTableEntry> entries_for(const Response& response);
   void finish(std::vector<TensorTableEntry>& entries, const Status& status);
-  void shut_down_on_background_thread(const std::string& reason);
+  enum class StopKind { Requested, PeerLeft, Failed };
+  void shut_down_on_background_thread(StopKind kind, const std::string& reason);
+  std::string describe_shutdown(const ResponseList& list) const;
   void release_world();
 
   Settings settings_;
@@ -82,9 +101,15 @@ class Runtime {
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<OpContext> op_context_;
   std::unique_ptr<Controller> controller_;
+  Progress progress_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::atomic<bool> abandoned_{false};  // the watchdog gave up on the background thread
 
   std::thread thread_;
   std::atomic<bool> running_{false};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex stop_mutex_;
+  std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
   bool joined_ = false;
   std::uint64_t idle_after_cycles_ = 3;  // background thread: this rank called join() and it has not completed
@@ -92,7 +117,12 @@ class Runtime {
   std::mutex init_mutex_;
   std::condition_variable init_cv_;
   bool init_done_ = false;
+  bool loop_done_ = false;  // the background loop returned (under init_mutex_)
   std::string init_error_;
+
+  std::mutex handles_mutex_;
+  std::vector<std::weak_ptr<HandleState>> live_handles_;  // what abandon() fails
+  std::size_t prune_handles_at_ = 64;
 
   mutable std::mutex stats_mutex_;
   ControllerStats stats_;  // published by the background thread once per cycle

@@ -32,6 +32,11 @@ const std::vector<SettingSpec> kSpecs = {
     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "stall-check-shutdown-time-seconds",
      SettingKind::Seconds, "0", "",
      "Fail every rank when a stall lasts this long (0: warn only)."},
+    {"HOROVOD_LIVENESS_TIMEOUT_SECONDS", "liveness-timeout-seconds", SettingKind::Seconds, "1800", "",
+     "End the job when a background cycle waits this long for ranks that stopped running (0: never)."},
+    {"HOROVOD_START_TIMEOUT", "", SettingKind::Seconds, "30", "",
+     "hvd::init() fails, naming the late ranks, when not every rank reaches it within this time "
+     "(0: wait without limit; hvdrun --start-timeout sets it)."},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "hierarchical-allreduce", SettingKind::Flag, "0", "",
      "Allreduce within each node, then across nodes, then within each node again."},
     {"HOROVOD_AUTOTUNE", "autotune", SettingKind::Flag, "0", "",
@@ -43,6 +48,24 @@ const std::vector<SettingSpec> kSpecs = {
     {"HOROVOD_GPU_OPERATIONS", "", SettingKind::Choice, "", "nccl,mpi",
      "Backend for GPU tensors (default: automatic, NCCL when built)."},
 };
+
+constexpr double kMaxMilliseconds = 60000;
+constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -85,8 +108,8 @@ std::string accepted_form(const SettingSpec& spec) {
   switch (spec.kind) {
     case SettingKind::Bytes: return "a whole number of bytes >= 0";
     case SettingKind::Count: return "a whole number >= 0";
-    case SettingKind::Milliseconds: return "a number of milliseconds > 0";
-    case SettingKind::Seconds: return "a number of seconds >= 0";
+    case SettingKind::Milliseconds: return "a number of milliseconds > 0 and <= 60000";
+    case SettingKind::Seconds: return "a number of seconds >= 0 and <= 31536000 (a year)";
     case SettingKind::Flag: return "0 or 1 (also true/false, yes/no, on/off)";
     case SettingKind::Path: return "a file path";
     case SettingKind::Choice: return std::string("one of: ") + spec.choices;
@@ -114,14 +137,14 @@ std::optional<std::string> validate_setting(const SettingSpec& spec, const std::
       good = v && *v >= 0;
       break;
     }
-    case SettingKind::Milliseconds: {
+    case SettingKind::Milliseconds: {  // bounded: periods become integer nanoseconds
       auto v = parse_number(value);
-      good = v && *v > 0;
+      good = v && *v > 0 && *v <= kMaxMilliseconds;
       break;
     }
     case SettingKind::Seconds: {
       auto v = parse_number(value);
-      good = v && *v >= 0;
+      good = v && *v >= 0 && *v <= kMaxSeconds;
       break;
     }
     case SettingKind::Flag: good = parse_flag(value).has_value(); break;
@@ -162,6 +185,8 @@ Settings read_settings(const EnvLookup& lookup) {
   if (auto v = get("HOROVOD_STALL_CHECK_DISABLE")) s.stall_check_disabled = *parse_flag(*v);
   if (auto v = get("HOROVOD_STALL_CHECK_TIME_SECONDS")) s.stall_check_seconds = *parse_number(*v);
   if (auto v = get("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")) s.stall_shutdown_seconds = *parse_number(*v);
+  if (auto v = get("HOROVOD_LIVENESS_TIMEOUT_SECONDS")) s.liveness_timeout_seconds = *parse_number(*v);
+  if (auto v = get("HOROVOD_START_TIMEOUT")) s.start_timeout_seconds = *parse_number(*v);
   if (auto v = get("HOROVOD_HIERARCHICAL_ALLREDUCE")) s.hierarchical_allreduce = *parse_flag(*v);
   if (auto v = get("HOROVOD_AUTOTUNE")) s.autotune = *parse_flag(*v);
   if (auto v = get("HOROVOD_LOG_LEVEL"); v && !v->empty()) s.log_level = lower(*v);
@@ -173,6 +198,27 @@ Settings read_settings(const EnvLookup& lookup) {
     throw Error(message);
   }
   return s;
+}
+
+std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& names) {
+  std::vector<std::string> warnings;
+  for (const auto& name : names) {
+    if (name.rfind("HOROVOD_", 0) != 0 || find_setting(name) != nullptr) continue;
+    const SettingSpec* closest = nullptr;
+    std::size_t best = 0;
+    for (const auto& spec : kSpecs) {
+      const std::string known = spec.env;
+      // A name that is the start of a known one (or the reverse) is the likeliest typo.
+      const bool prefix = known.rfind(name, 0) == 0 || name.rfind(known, 0) == 0;
+      const std::size_t d = prefix ? 1 : edit_distance(name, known);
+      if (closest == nullptr || d < best) closest = &spec, best = d;
+    }
+    std::string message = name + " is not a horovodcpp setting and is ignored";
+    if (closest != nullptr && best <= std::max<std::size_t>(3, name.size() / 4))
+      message += " (did you mean " + std::string(closest->env) + "?)";
+    warnings.push_back(message);
+  }
+  return warnings;
 }
 
 Settings read_settings_from_environment() {

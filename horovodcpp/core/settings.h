@@ -40,6 +40,8 @@ struct Settings {
   bool stall_check_disabled = false;
   double stall_check_seconds = 60.0;
   double stall_shutdown_seconds = 0.0;
+  double liveness_timeout_seconds = 1800.0;  // c10d's default collective timeout
+  double start_timeout_seconds = 30.0;       // Horovod's HOROVOD_START_TIMEOUT default
   bool hierarchical_allreduce = false;
   bool autotune = false;
   std::string log_level = "warning";
@@ -52,5 +54,9 @@ using EnvLookup = std::function<const char*(const char* name)>;
 // Reads every knob; throws hvd::Error listing every bad variable.
 Settings read_settings(const EnvLookup& lookup);
 Settings read_settings_from_environment();
+
+// One warning per HOROVOD_* name (from `names`, e.g. the environment's) that is not in the
+// table, naming the closest known variable when one is near: a typo must not pass silently.
+std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& names);
 
 }  // namespace hvd::detail

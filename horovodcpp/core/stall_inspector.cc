@@ -3,12 +3,13 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/message.h"
 
 namespace hvd::detail {
 
 std::string StallInspector::describe(const StalledTensor& stalled) {
   std::ostringstream out;
-  out << "tensor '" << stalled.name << "' was submitted by some ranks but not by rank"
+  out << "tensor '" << display_name(stalled.name) << "' was submitted by some ranks but not by rank"
       << (stalled.missing_ranks.size() == 1 ? " " : "s ");
   for (std::size_t i = 0; i < stalled.missing_ranks.size(); ++i)
     out << (i ? ", " : "") << stalled.missing_ranks[i];

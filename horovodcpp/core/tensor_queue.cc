@@ -13,7 +13,7 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     bool repeated_in_call = false;
     for (std::size_t j = 0; j < i; ++j) repeated_in_call |= entries[j].name == name;
     if (table_.count(name) || repeated_in_call)
-      return "tensor '" + name + "' is already in flight on this rank: names must be unique among "
+      return "tensor '" + display_name(name) + "' is already in flight on this rank: names must be unique among "
              "pending operations (wait for the first before submitting it again)";
   }
   for (auto& e : entries) {

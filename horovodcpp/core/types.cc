@@ -46,7 +46,9 @@ const char* reduce_op_name(ReduceOp op) {
 
 std::int64_t num_elements(const TensorShape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error("shape " + shape_string(shape) + " has more elements than fit in 64 bits");
   return n;
 }
 

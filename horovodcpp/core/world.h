@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/control_channel.h"
+#include "core/liveness_channel.h"
 #include "core/status.h"
 #include "horovodcpp/horovod.h"
 
@@ -25,6 +26,8 @@ class World {
   // True when every node has the same number of local ranks (hierarchical ops need it).
   virtual bool homogeneous() const = 0;
   virtual ControlChannel& control() = 0;
+  // The watchdog's transport (see core/watchdog.h), used from the watchdog thread.
+  virtual LivenessChannel& liveness() = 0;
   // In-place host allreduce of `count` elements over one group.
   virtual Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
                                 CommScope scope) = 0;

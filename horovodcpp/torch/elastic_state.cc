@@ -18,9 +18,6 @@ constexpr const char* kValuePrefix = "value.";
 State::State(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer)
     : model_(model), optimizer_(optimizer) {}
 
-State::State(::torch::nn::Module& model, DistributedOptimizer& optimizer)
-    : State(model, optimizer.optimizer()) {}
-
 void State::add(const std::string& name, std::function<c10::IValue()> get,
                 std::function<void(const c10::IValue&)> set) {
   for (const auto& t : tracked_)

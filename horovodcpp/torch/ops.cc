@@ -2,6 +2,7 @@
 // the caller's thread; outputs of unknown shape are allocated by the background thread.
 #include <utility>
 
+#include "autograd_ops.h"
 #include "horovodcpp/torch.h"
 #include "tensor_adapter.h"
 
@@ -98,6 +99,8 @@ Handle allreduce_async(const at::Tensor& tensor, const AllreduceOptions& options
 }
 
 at::Tensor allreduce(const at::Tensor& tensor, const AllreduceOptions& options) {
+  if (tensor.defined() && tensor.requires_grad() && at::GradMode::is_enabled())
+    return detail::differentiable_allreduce(tensor, options);
   return allreduce_async(tensor, options).wait();
 }
 
@@ -139,6 +142,8 @@ Handle allgather_async(const at::Tensor& tensor, const AllgatherOptions& options
 }
 
 at::Tensor allgather(const at::Tensor& tensor, const AllgatherOptions& options) {
+  if (tensor.defined() && tensor.requires_grad() && at::GradMode::is_enabled())
+    return detail::differentiable_allgather(tensor, options);
   return allgather_async(tensor, options).wait();
 }
 

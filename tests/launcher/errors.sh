@@ -24,6 +24,9 @@ expect_error "slots fewer than np" "-np 3 needs 3 slots but the hosts give 2 (a:
 expect_error "hostfile slots fewer than np" "-np 4 needs 4 slots but the hosts give 2" "$HVDRUN" -np 4 --hostfile "$TMP/hosts" "$RANK_PROGRAM"
 expect_error "missing program" "missing program to run" "$HVDRUN" -np 2
 expect_error "program not found" "program 'no-such-program-hvd' not found" "$HVDRUN" -np 2 no-such-program-hvd
+printf '#!/bin/sh\n' >"$TMP/not_executable" && chmod -x "$TMP/not_executable"
+expect_error "program without execute permission" "program '$TMP/not_executable' '$TMP/not_executable' is not executable (no execute permission: chmod +x)" "$HVDRUN" -np 2 "$TMP/not_executable"
+expect_error "more ranks than this machine can start" "-np 99999 on this machine needs at least 399996 threads (4 per rank) but kernel." "$HVDRUN" -np 99999 "$RANK_PROGRAM"
 # Hosts that are all this machine: the program is checked too (mpirun would start it here).
 printf 'localhost slots=2\n' >"$TMP/local_hosts"
 expect_error "program not found, -H localhost:2" "program 'no-such-program-hvd' not found" "$HVDRUN" -H localhost:2 no-such-program-hvd

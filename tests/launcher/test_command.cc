@@ -118,6 +118,7 @@ TEST_CASE("every knob flag: the exact argv and the variable it adds") {
       {{"--no-stall-check"}, "HOROVOD_STALL_CHECK_DISABLE", "1"},
       {{"--stall-check-warning-time-seconds", "30"}, "HOROVOD_STALL_CHECK_TIME_SECONDS", "30"},
       {{"--stall-check-shutdown-time-seconds", "90"}, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "90"},
+      {{"--liveness-timeout-seconds", "600"}, "HOROVOD_LIVENESS_TIMEOUT_SECONDS", "600"},
       {{"--hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
       {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
       {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},

@@ -64,7 +64,8 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
                   "--cache-capacity", "0", "--timeline-filename", "/tmp/t l.json",
                   "--timeline-mark-cycles", "--timeline-all-ranks", "--no-stall-check",
                   "--stall-check-warning-time-seconds", "30",
-                  "--stall-check-shutdown-time-seconds", "120", "--hierarchical-allreduce",
+                  "--stall-check-shutdown-time-seconds", "120", "--liveness-timeout-seconds", "600",
+                  "--hierarchical-allreduce",
                   "--autotune", "--log-level", "debug", "prog"});
   CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
   CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
@@ -75,6 +76,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
   CHECK(knob(o, "HOROVOD_STALL_CHECK_DISABLE") == "1");
   CHECK(knob(o, "HOROVOD_STALL_CHECK_TIME_SECONDS") == "30");
   CHECK(knob(o, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS") == "120");
+  CHECK(knob(o, "HOROVOD_LIVENESS_TIMEOUT_SECONDS") == "600");
   CHECK(knob(o, "HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
   CHECK(knob(o, "HOROVOD_AUTOTUNE") == "1");
   CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
@@ -95,6 +97,10 @@ TEST_CASE("bad knob values name the flag, the variable and the accepted form") {
              Catch::Contains("--fusion-threshold-mb '-1'") && Catch::Contains("megabytes"));
   CHECK_THAT(parse_error({"-np", "1", "--fusion-threshold-mb", "lots", "p"}),
              Catch::Contains("megabytes"));
+  // Too large for 64-bit bytes: the message shows the bound, not an overflowed value.
+  auto huge = parse_error({"-np", "1", "--fusion-threshold-mb", "1e30", "p"});
+  CHECK_THAT(huge, Catch::Contains("--fusion-threshold-mb '1e30': expected a number of megabytes >= 0 and < 8796093022208"));
+  CHECK_THAT(huge, !Catch::Contains("-9223372036854775808"));
   CHECK_THAT(parse_error({"-np", "1", "--log-level", "loud", "p"}),
              Catch::Contains("HOROVOD_LOG_LEVEL='loud'") && Catch::Contains("trace,debug"));
   CHECK_THAT(parse_error({"-np", "1", "--cache-capacity", "-3", "p"}),

@@ -39,6 +39,16 @@ TEST_CASE("mismatched dtypes fail on every rank, naming tensor, ranks and both d
   require_next_operation_works("after.dtype");
 }
 
+TEST_CASE("a mismatch message shows a huge tensor name cut short", "[errors]") {
+  const std::string name = "huge." + std::string(1 << 20, 'n') + ".end";
+  auto t = HostTensor::allocate(DataType::Float32, {hvd::rank() == 0 ? 3 : 5});
+  std::string message = failure_of(allreduce_async(t, t, {ReduceOp::Sum, name}));
+  CHECK_THAT(message, Catch::Contains("'huge.nnn") && Catch::Contains("...(1048585 characters)...") &&
+                          Catch::Contains("nnn.end'") && Catch::Contains("[3]") && Catch::Contains("[5]"));
+  CHECK(message.size() < 2000);
+  require_next_operation_works("after.huge.name");
+}
+
 TEST_CASE("mismatched shapes fail on every rank with both shapes", "[errors]") {
   auto t = HostTensor::allocate(DataType::Float32, {2, hvd::rank() == 0 ? 3 : 5});
   std::string message = failure_of(allreduce_async(t, t, {ReduceOp::Sum, "bad.shape"}));

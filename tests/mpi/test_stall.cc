@@ -43,7 +43,32 @@ TEST_CASE("a stall past the shutdown time fails every rank with the tensor and m
     while (hvd::is_initialized() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     CHECK_FALSE(hvd::is_initialized());
-    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "too.late"}), Catch::Contains("shut down"));
+    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "too.late"}), Catch::Contains("horovodcpp has stopped: stall shutdown"));
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  // A stall shutdown is a failure: is_initialized() turns false on every rank, while the local
+  // queries keep answering until hvd::shutdown().
+  CHECK_FALSE(hvd::is_initialized());
+  CHECK(hvd::rank() >= 0);
+  CHECK_THROWS_WITH(hvd::barrier(), Catch::Contains("horovodcpp has stopped: stall shutdown"));
+}
+
+TEST_CASE("a stall of a cached tensor fails when its time is up, and says how long it waited", "[shutdown_cached]") {
+  // Run with HOROVOD_STALL_CHECK_TIME_SECONDS=4 and HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=6: a
+  // cached request reaches the coordinator only after 2 s; the 6 s still count from submission.
+  const int missing = hvd::size() - 1;
+  auto t = HostTensor::allocate(DataType::Float32, {2});
+  allreduce_async(t, t, {ReduceOp::Sum, "cached.then.stuck"}).wait();  // now in the response cache
+  const auto start = std::chrono::steady_clock::now();
+  if (hvd::rank() != missing) {
+    CHECK_THROWS_WITH(allreduce_async(t, t, {ReduceOp::Sum, "cached.then.stuck"}).wait(),
+                      Catch::Contains("'cached.then.stuck'") && Catch::Contains("rank " + std::to_string(missing) + " for 6 s"));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(took >= 5.5);
+    CHECK(took < 7.5);  // it fired at 8 s (6 s after reaching the coordinator) before
+  } else {
+    while (hvd::is_initialized() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(hvd::is_initialized());
+  }
 }

@@ -123,3 +123,37 @@ TEST_CASE("corrupt bytes are rejected with a message saying what was wrong", "[c
     REQUIRE(rejected > 0);  // the magic, kind and counts at least are checked
   }
 }
+
+TEST_CASE("decoded shapes whose element count overflows 64 bits are refused", "[codec]") {
+  // 2^32 x 2^32 elements: each dimension is fine, their product is not.
+  RequestList requests;
+  Request r;
+  r.name = "huge";
+  r.shape = {std::int64_t{1} << 32, std::int64_t{1} << 32};
+  requests.requests = {r};
+  auto bytes = encode(requests);
+  REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()),
+                      Catch::Contains("corrupt message: shape [4294967296, 4294967296] has more elements"));
+
+  ResponseList responses;
+  Response a;
+  a.names = {"huge"};
+  a.shapes = {{std::int64_t{1} << 40, std::int64_t{1} << 30}};
+  responses.responses = {a};
+  bytes = encode(responses);
+  REQUIRE_THROWS_WITH(decode_response_list(bytes.data(), bytes.size()), Catch::Contains("more elements than fit"));
+  // Several tensors that fit one by one but not together.
+  a.names = {"a", "b"};
+  a.shapes = {{std::int64_t{1} << 59}, {std::int64_t{1} << 59}};
+  responses.responses = {a};
+  bytes = encode(responses);
+  REQUIRE_THROWS_WITH(decode_response_list(bytes.data(), bytes.size()), Catch::Contains("more bytes than fit"));
+  a.names = {"g"};
+  a.shapes = {{1}};
+  a.first_dims = {INT64_MAX, 1};
+  responses.responses = {a};
+  bytes = encode(responses);
+  REQUIRE_THROWS_WITH(decode_response_list(bytes.data(), bytes.size()), Catch::Contains("first dimensions add up"));
+  REQUIRE_THROWS_WITH(hvd::num_elements({std::int64_t{1} << 40, std::int64_t{1} << 40}),
+                      Catch::Contains("more elements than fit in 64 bits"));
+}

@@ -83,3 +83,24 @@ TEST_CASE("the table lists every knob with a launcher flag", "[settings]") {
     REQUIRE_FALSE(validate_setting(*spec, spec->default_value).has_value());
   }
 }
+
+TEST_CASE("values past the bounds are refused naming the bound", "[settings]") {
+  CHECK_THROWS_WITH(read({{"HOROVOD_CYCLE_TIME", "1e300"}}),
+                    Catch::Contains("HOROVOD_CYCLE_TIME='1e300' is not valid: expected a number of milliseconds > 0 and <= 60000"));
+  CHECK_THROWS_WITH(read({{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "1e300"}}),
+                    Catch::Contains("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS='1e300' is not valid") &&
+                        Catch::Contains("<= 31536000"));
+  CHECK_THROWS_WITH(read({{"HOROVOD_FUSION_THRESHOLD", "99999999999999999999"}}),
+                    Catch::Contains("HOROVOD_FUSION_THRESHOLD='99999999999999999999' is not valid"));
+  CHECK(read({{"HOROVOD_CYCLE_TIME", "60000"}, {"HOROVOD_LIVENESS_TIMEOUT_SECONDS", "31536000"}}).cycle_time_ms == 60000);
+}
+
+TEST_CASE("a misspelled HOROVOD_ variable gets a warning naming the closest one", "[settings]") {
+  auto warnings = unknown_setting_warnings({"PATH", "HOROVOD_FUSION_THRESHOLDS", "HOROVOD_CYCLE_TIME",
+                                            "HOROVOD_STALL_CHECK_TIME", "HOROVOD_WHATEVER_ELSE_ENTIRELY_XYZ"});
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[0] == "HOROVOD_FUSION_THRESHOLDS is not a horovodcpp setting and is ignored (did you mean HOROVOD_FUSION_THRESHOLD?)");
+  CHECK_THAT(warnings[1], Catch::Contains("HOROVOD_STALL_CHECK_TIME is not a horovodcpp setting") &&
+                              Catch::Contains("did you mean HOROVOD_STALL_CHECK_TIME_SECONDS?"));
+  CHECK(warnings[2] == "HOROVOD_WHATEVER_ELSE_ENTIRELY_XYZ is not a horovodcpp setting and is ignored");
+}

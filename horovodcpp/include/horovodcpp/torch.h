@@ -1,7 +1,9 @@
 // horovodcpp's LibTorch front end: collectives on torch tensors (CPU and CUDA), a
 // DistributedOptimizer that overlaps gradient allreduces with backward, and helpers that
-// broadcast model and optimizer state. Every function may be called from any user thread once
-// hvd::init() has run; tensors are read and written directly (outside autograd).
+// broadcast model and optimizer state, and SyncBatchNorm. Every function may be called from any
+// user thread once hvd::init() has run. allreduce and allgather (the out-of-place forms) are
+// differentiable when their input requires grad; every other collective reads and writes
+// tensors directly, outside autograd.
 //
 //   namespace ht = hvd::torch;
 //   auto avg = ht::allreduce(t, {hvd::ReduceOp::Average, "loss"});
@@ -57,6 +59,9 @@ inline bool poll(const Handle& handle) { return handle.poll(); }
 // hvd::Error before anything is sent. An empty name is generated (then call in the same order on
 // every rank). The async inputs must not be modified until the handle completes.
 
+// Differentiable when `tensor` requires grad (and grad mode is on): the backward pass allreduces
+// the incoming gradient with the same op and scale factors (Sum and Average only), under the
+// name "<name>.grad".
 at::Tensor allreduce(const at::Tensor& tensor, const AllreduceOptions& options = {});
 Handle allreduce_async(const at::Tensor& tensor, const AllreduceOptions& options = {});
 const at::Tensor& allreduce_(const at::Tensor& tensor, const AllreduceOptions& options = {});
@@ -70,6 +75,8 @@ void grouped_allreduce_(const std::vector<at::Tensor>& tensors, const AllreduceO
 Handle grouped_allreduce_async_(const std::vector<at::Tensor>& tensors, const AllreduceOptions& options = {});
 
 // Concatenates every rank's tensor along the first dimension (first dimensions may differ).
+// Differentiable when `tensor` requires grad: the backward pass sums the gradient of the whole
+// result over ranks and keeps this rank's rows.
 at::Tensor allgather(const at::Tensor& tensor, const AllgatherOptions& options = {});
 Handle allgather_async(const at::Tensor& tensor, const AllgatherOptions& options = {});
 
@@ -176,62 +183,8 @@ std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
   return out;
 }
 
-// --- DistributedOptimizer ----------------------------------------------------------------------
-
-struct DistributedOptimizerOptions {
-  int backward_passes_per_step = 1;  // backward passes accumulated locally before each step()
-  Compression compression = Compression::None;  // FP16: floating gradients travel as float16
-  ReduceOp op = ReduceOp::Average;              // Average or Sum
-  double gradient_predivide_factor = 1.0;       // Average only: sum(g / f) * f / size
-  // Prefix of the gradients' collective names ("<name>.<parameter name>"): the same on every
-  // rank. Two optimizers whose allreduces can be in flight together need different names.
-  std::string name = "DistributedOptimizer";
-};
-
-// Wraps a torch::optim optimizer: a hook on each parameter's gradient accumulator starts that
-// gradient's allreduce as soon as backward has produced it, step() waits for all of them, writes
-// the reduced gradients and steps the inner optimizer. Used by the training thread (the hooks run
-// on autograd's threads); owns the inner optimizer. Movable, not copyable. At size 1 it adds
-// nothing but a branch.
-class DistributedOptimizer {
- public:
-  DistributedOptimizer(std::unique_ptr<::torch::optim::Optimizer> optimizer, const NamedTensors& named_parameters,
-                       const DistributedOptimizerOptions& options = {});
-  // Takes a concrete optimizer by value: DistributedOptimizer(torch::optim::SGD(...), ...).
-  template <class Opt, std::enable_if_t<!std::is_lvalue_reference_v<Opt> &&
-                                            std::is_base_of_v<::torch::optim::Optimizer, std::decay_t<Opt>>,
-                                        int> = 0>
-  DistributedOptimizer(Opt&& optimizer, const NamedTensors& named_parameters,
-                       const DistributedOptimizerOptions& options = {})
-      : DistributedOptimizer(std::make_unique<std::decay_t<Opt>>(std::move(optimizer)), named_parameters, options) {}
-  DistributedOptimizer(DistributedOptimizer&&) noexcept;
-  DistributedOptimizer& operator=(DistributedOptimizer&&) noexcept;
-  ~DistributedOptimizer();
-
-  // Waits for every gradient allreduce (starting those whose hooks did not fire: zeros for
-  // parameters without a gradient) and writes the results into the gradients. step() calls it;
-  // call it yourself to clip gradients before step().
-  void synchronize();
-  // synchronize() unless already done since the last backward, then the inner optimizer's step.
-  void step();
-  // The inner optimizer's zero_grad(); an error while gradient allreduces are pending or a
-  // partial accumulation (fewer than backward_passes_per_step passes) would be lost.
-  void zero_grad();
-
-  ::torch::optim::Optimizer& optimizer();
-  const ::torch::optim::Optimizer& optimizer() const;
-  std::vector<::torch::optim::OptimizerParamGroup>& param_groups() { return optimizer().param_groups(); }
-  const DistributedOptimizerOptions& options() const;
-  // Gradient allreduces started (by hooks or synchronize) and not yet written back.
-  std::size_t pending_allreduces() const;
-
- private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-void broadcast_optimizer_state(DistributedOptimizer& optimizer, int root = 0);
-
 }  // namespace hvd::torch
 
-#include "horovodcpp/torch_elastic.h"  // hvd::torch::elastic::State
+#include "horovodcpp/torch/distributed_optimizer.h"
+#include "horovodcpp/torch/elastic.h"
+#include "horovodcpp/torch/sync_batch_norm.h"

@@ -1,6 +1,6 @@
-// Elastic training for LibTorch programs (included by horovodcpp/torch.h): a State holding a
-// module (parameters and buffers), its optimizer and tracked user values, committed and
-// restored by hvd::elastic (see horovodcpp/elastic.h and docs/elastic.md).
+// hvd::torch::elastic::State (included by horovodcpp/torch.h): elastic training for LibTorch
+// programs. The State holds a module (parameters and buffers), its optimizer and tracked user
+// values, committed and restored by hvd::elastic (see horovodcpp/elastic.h, docs/elastic.md).
 //
 //   hvd::torch::elastic::State state(*model, optimizer);
 //   std::int64_t epoch = 0, step = 0;
@@ -24,10 +24,6 @@
 
 #include "horovodcpp/elastic.h"
 
-namespace hvd::torch {
-class DistributedOptimizer;
-}
-
 namespace hvd::torch::elastic {
 
 // The module, optimizer and tracked values are the user's and must outlive the State; a commit
@@ -35,9 +31,8 @@ namespace hvd::torch::elastic {
 // training thread.
 class State : public hvd::elastic::State {
  public:
+  // Any torch::optim optimizer, hvd::torch::DistributedOptimizer included (it is one).
   State(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer);
-  // The wrapped optimizer's state (its inner torch::optim optimizer).
-  State(::torch::nn::Module& model, DistributedOptimizer& optimizer);
 
   // Tracks a value by reference: a commit saves it, a restore writes it back. T is a
   // bool, integer, floating-point type, std::string, at::Tensor, or std::vector of int64_t or

@@ -1,0 +1,31 @@
+// LivenessChannel over MPI on a communicator of its own, so watchdog reports never match
+// negotiation or data traffic. Nonblocking sends (one in flight per peer at most) and probes;
+// used only by the watchdog thread, concurrently with the background thread's MPI calls
+// (the world requires MPI_THREAD_MULTIPLE).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/liveness_channel.h"
+
+namespace hvd::detail {
+
+class MpiLivenessChannel final : public LivenessChannel {
+ public:
+  explicit MpiLivenessChannel(MPI_Comm comm);
+  void send_waiting() override;
+  std::vector<int> receive_reports() override;
+  // Drops undelivered reports and drains received ones; call before the communicator is freed.
+  void close();
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> sends_;
+  std::vector<std::uint64_t> payload_;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,21 @@
+// The watchdog's own transport, separate from negotiation: a rank whose background thread is
+// stuck tells the others "I am waiting too", so each can tell frozen or dead peers (silent)
+// from peers that wait with it. Implemented over MPI in backends/mpi (its own communicator).
+// Used only by the watchdog thread ("hvd-watchdog"); never blocks.
+#pragma once
+
+#include <vector>
+
+namespace hvd::detail {
+
+class LivenessChannel {
+ public:
+  virtual ~LivenessChannel() = default;
+  // Tells every other rank that this rank is running and waiting (or idle); skips a rank whose previous report has
+  // not been delivered yet (a frozen rank receives nothing, so nothing piles up for it).
+  virtual void send_waiting() = 0;
+  // The ranks whose reports arrived since the last call (a rank may appear several times).
+  virtual std::vector<int> receive_reports() = 0;
+};
+
+}  // namespace hvd::detail

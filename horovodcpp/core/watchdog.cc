@@ -1,0 +1,135 @@
+#include "core/watchdog.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/logging.h"
+
+namespace hvd::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double shortest_positive(double a, double b) {
+  if (a <= 0) return b;
+  if (b <= 0) return a;
+  return std::min(a, b);
+}
+
+std::string whole_seconds(double s) { return std::to_string(static_cast<long long>(std::floor(s))); }
+
+}  // namespace
+
+Watchdog::Watchdog(WatchdogOptions options, int rank, int size, LivenessChannel& channel, const Progress& progress,
+                   FatalHandler on_fatal)
+    : options_(std::move(options)),
+      rank_(rank),
+      size_(size),
+      channel_(channel),
+      progress_(progress),
+      on_fatal_(std::move(on_fatal)),
+      last_heard_(size) {
+  const double shortest = shortest_positive(options_.warning_seconds, options_.fatal_seconds);
+  const double tick_s = shortest > 0 ? std::clamp(shortest / 8, 0.05, 1.0) : 1.0;
+  tick_ = std::chrono::milliseconds(static_cast<long long>(tick_s * 1000));
+  // Report only once a cycle has lasted a quarter of the shortest timeout: ordinary cycles
+  // (even long collectives) send nothing.
+  const double report_s = std::max(tick_s, shortest > 0 ? shortest / 4 : 1.0);
+  report_after_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(report_s));
+}
+
+Watchdog::~Watchdog() { stop(); }
+
+void Watchdog::start() {
+  if (options_.warning_seconds <= 0 && options_.fatal_seconds <= 0) return;
+  thread_ = std::thread([this] { main(); });
+}
+
+void Watchdog::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::main() {
+  pthread_setname_np(pthread_self(), "hvd-watchdog");
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!cv_.wait_for(lock, tick_, [this] { return stopping_; })) {
+    lock.unlock();
+    bool fired = false;
+    try {
+      fired = check(Clock::now());
+    } catch (const std::exception& e) {
+      log_warn(std::string("liveness watchdog stopped: ") + e.what());
+      fired = true;
+    }
+    lock.lock();
+    if (fired) return;
+  }
+}
+
+std::vector<int> Watchdog::silent_ranks(const std::vector<Clock::time_point>& last_heard, int self,
+                                        Clock::time_point now, Clock::duration fresh) {
+  std::vector<int> silent, all;
+  for (int r = 0; r < static_cast<int>(last_heard.size()); ++r) {
+    if (r == self) continue;
+    all.push_back(r);
+    if (last_heard[r] == Clock::time_point{} || now - last_heard[r] > fresh) silent.push_back(r);
+  }
+  return silent.empty() ? all : silent;
+}
+
+std::string Watchdog::describe_ranks(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return out;
+}
+
+bool Watchdog::check(Clock::time_point now) {
+  bool asked = false;
+  for (int r : channel_.receive_reports())
+    if (r >= 0 && r < size_) {
+      last_heard_[r] = now;
+      asked = true;
+    }
+  const auto stuck = progress_.in_cycle_for(now);
+  // A rank between cycles or idle is running and not behind anyone: it answers, so that a
+  // waiting peer does not count it among the ranks that stopped.
+  if (asked && stuck == Clock::duration::zero()) channel_.send_waiting();
+  if (stuck < report_after_ || size_ < 2) return false;
+  channel_.send_waiting();
+  const double seconds = std::chrono::duration<double>(stuck).count();
+  const std::uint64_t cycle = progress_.cycle();
+  const bool fatal = options_.fatal_seconds > 0 && seconds >= options_.fatal_seconds;
+  const bool warn = options_.warning_seconds > 0 && seconds >= options_.warning_seconds && warned_cycle_ != cycle;
+  if (!fatal && !warn) return false;
+
+  const auto fresh = 3 * tick_ + std::chrono::milliseconds(200);
+  const std::vector<int> silent = silent_ranks(last_heard_, rank_, now, fresh);
+  const bool all_waiting = std::all_of(silent.begin(), silent.end(), [&](int r) {
+    return last_heard_[r] != Clock::time_point{} && now - last_heard_[r] <= fresh;
+  });
+  std::string what = "rank " + std::to_string(rank_) + " has waited " + whole_seconds(seconds) +
+                     " s in background cycle " + std::to_string(cycle) + " (negotiation and collectives need every rank) for " +
+                     describe_ranks(silent) +
+                     (all_waiting ? ", which wait too: the ranks are stuck in different collectives"
+                                  : ", which stopped responding (stopped, frozen, dead, or blocked outside horovodcpp)");
+  if (fatal) {
+    on_fatal_("liveness timeout (" + options_.fatal_setting + "=" + whole_seconds(options_.fatal_seconds) +
+              "): " + what + "; ending this rank's collectives");
+    return true;
+  }
+  warned_cycle_ = cycle;
+  log_warn("liveness: " + what + "; the job ends after " +
+           (options_.fatal_seconds > 0 ? options_.fatal_setting + "=" + whole_seconds(options_.fatal_seconds) + " s"
+                                       : std::string("no limit (HOROVOD_LIVENESS_TIMEOUT_SECONDS=0)")));
+  return false;
+}
+
+}  // namespace hvd::detail

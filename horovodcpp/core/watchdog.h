@@ -1,0 +1,67 @@
+// The liveness watchdog: a thread of its own ("hvd-watchdog"), independent of negotiation, so
+// a rank that stops running (SIGSTOP, stuck in a driver, swapped out, dead) cannot hang the
+// others forever. While this rank's background cycle has made no progress for a while it
+// reports "waiting" to the other ranks over a LivenessChannel and listens for theirs; the ranks
+// it has not heard from are the ones it waits for. After `warning_seconds` it logs them; after
+// `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops.
+// Owned by the Runtime; started after the world exists, stopped before it is finalized.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/liveness_channel.h"
+#include "core/progress.h"
+
+namespace hvd::detail {
+
+struct WatchdogOptions {
+  double warning_seconds = 60.0;  // 0: no warning
+  double fatal_seconds = 1800.0;  // 0: never fatal
+  std::string fatal_setting;      // the variable that set fatal_seconds, for the message
+};
+
+class Watchdog {
+ public:
+  using FatalHandler = std::function<void(const std::string& message)>;
+  Watchdog(WatchdogOptions options, int rank, int size, LivenessChannel& channel, const Progress& progress,
+           FatalHandler on_fatal);
+  ~Watchdog();
+  void start();
+  void stop();  // joins the thread; idempotent
+
+  // How often the thread wakes: often enough for the shortest timeout, at most once a second.
+  std::chrono::milliseconds tick() const { return tick_; }
+  // The ranks this rank waits for: not heard from within the last few ticks (all peers when
+  // every one of them reports waiting: then the ranks disagree on what they wait in).
+  static std::vector<int> silent_ranks(const std::vector<std::chrono::steady_clock::time_point>& last_heard,
+                                       int self, std::chrono::steady_clock::time_point now,
+                                       std::chrono::steady_clock::duration fresh);
+  static std::string describe_ranks(const std::vector<int>& ranks);  // "rank 1" / "ranks 1, 3"
+
+ private:
+  void main();
+  bool check(std::chrono::steady_clock::time_point now);  // one tick; true when fatal fired
+
+  WatchdogOptions options_;
+  int rank_, size_;
+  LivenessChannel& channel_;
+  const Progress& progress_;
+  FatalHandler on_fatal_;
+  std::chrono::milliseconds tick_;
+  std::chrono::steady_clock::duration report_after_;
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  std::uint64_t warned_cycle_ = ~std::uint64_t{0};
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,104 @@
+// hvd::torch::DistributedOptimizer: a torch::optim::Optimizer that averages gradients across
+// ranks. Included by horovodcpp/torch.h.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/ordered_dict.h>
+#include <torch/version.h>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "horovodcpp/horovod.h"
+
+namespace hvd::torch {
+namespace detail {
+class GradientReducer;
+}
+
+using NamedTensors = ::torch::OrderedDict<std::string, at::Tensor>;
+
+struct DistributedOptimizerOptions {
+  // Backward passes accumulated locally before the gradients are reduced. Passes beyond it
+  // before step() are still correct: the accumulated gradient is reduced again.
+  int backward_passes_per_step = 1;
+  Compression compression = Compression::None;  // FP16: floating gradients travel as float16
+  ReduceOp op = ReduceOp::Average;              // Average or Sum
+  double gradient_predivide_factor = 1.0;       // Average only: sum(g / f) * f / size
+  // Prefix of the gradients' collective names ("<name>.<parameter name>"): the same on every
+  // rank. Two optimizers whose allreduces can be in flight together need different names.
+  std::string name = "DistributedOptimizer";
+};
+
+// LibTorch's own default for zero_grad(): 1.x zeroes the gradients, 2.x resets them.
+#if TORCH_VERSION_MAJOR >= 2
+constexpr bool kZeroGradSetsToNone = true;
+#else
+constexpr bool kZeroGradSetsToNone = false;
+#endif
+
+// A torch::optim::Optimizer that wraps another one. Hooks on the parameters' gradient
+// accumulators start each gradient's allreduce as soon as backward has produced it; when the
+// backward pass ends, it waits for them and writes the averaged gradients back (as PyTorch's
+// DDP does), so code between backward() and step() (clipping, logging) sees reduced gradients.
+//
+// It is an Optimizer: pass it wherever LibTorch takes an `Optimizer&` (LR schedulers,
+// torch::save/torch::load, your own train functions). The wrapped optimizer's param groups and
+// state live in this object, so `param_groups()`, `state()`, `add_param_group()`, options and
+// schedulers act on what the wrapped optimizer steps with; its archives are the wrapped
+// optimizer's, so a checkpoint loads into a plain optimizer of the same class and back.
+//
+// zero_grad() forgets: through this class, the base class, or `module->zero_grad()`, gradients
+// of a backward pass that was never stepped on (a generator's backward through a
+// discriminator, a partial accumulation) are discarded, the same on every rank.
+//
+// Used by the training thread; the hooks run on autograd's threads. Movable, not copyable. At
+// size 1 it registers no hooks and steps the wrapped optimizer directly.
+class DistributedOptimizer : public ::torch::optim::Optimizer {
+ public:
+  DistributedOptimizer(std::unique_ptr<::torch::optim::Optimizer> optimizer, const NamedTensors& named_parameters,
+                       const DistributedOptimizerOptions& options = {});
+  // Takes a concrete optimizer by value: DistributedOptimizer(torch::optim::SGD(...), ...).
+  template <class Opt, std::enable_if_t<!std::is_lvalue_reference_v<Opt> &&
+                                            std::is_base_of_v<::torch::optim::Optimizer, std::decay_t<Opt>> &&
+                                            !std::is_same_v<std::decay_t<Opt>, DistributedOptimizer>,
+                                        int> = 0>
+  DistributedOptimizer(Opt&& optimizer, const NamedTensors& named_parameters,
+                       const DistributedOptimizerOptions& options = {})
+      : DistributedOptimizer(std::make_unique<std::decay_t<Opt>>(std::move(optimizer)), named_parameters, options) {}
+  DistributedOptimizer(DistributedOptimizer&&) noexcept;
+  DistributedOptimizer& operator=(DistributedOptimizer&&) noexcept;
+  ~DistributedOptimizer() override;
+
+  // Reduces what was not reduced yet (parameters whose hooks did not fire take part with
+  // zeros; a partial accumulation is reduced as it is), then the wrapped optimizer's step. With
+  // a closure (LBFGS), each evaluation of it is followed by a synchronize().
+  at::Tensor step(LossClosure closure = nullptr) override;
+  void save(::torch::serialize::OutputArchive& archive) const override;
+  void load(::torch::serialize::InputArchive& archive) override;
+
+  // Waits for every gradient allreduce in flight, starts those that were not, and writes the
+  // reduced gradients back. step() calls it; backward's end already did it in the usual loop.
+  void synchronize();
+  // Forgets every gradient not yet stepped on and zeroes (or, with set_to_none, resets) the
+  // gradients of the parameters this optimizer updates.
+  void zero_grad(bool set_to_none = kZeroGradSetsToNone);
+
+  // This object as an Optimizer (it holds the param groups and state), for code written against
+  // the earlier wrapper API.
+  ::torch::optim::Optimizer& optimizer() { return *this; }
+  const ::torch::optim::Optimizer& optimizer() const { return *this; }
+  // The wrapped optimizer, for its class; its param groups and state are lent to it only while
+  // it steps, saves or loads.
+  const ::torch::optim::Optimizer& wrapped() const;
+  const DistributedOptimizerOptions& options() const;
+  // Gradient allreduces started and not yet written back.
+  std::size_t pending_allreduces() const;
+
+ private:
+  std::unique_ptr<::torch::optim::Optimizer> wrapped_;  // steps with this object's groups and state
+  std::unique_ptr<detail::GradientReducer> reducer_;
+};
+
+}  // namespace hvd::torch

@@ -1,0 +1,282 @@
+// GradientReducer: the hooks, the end-of-backward callback and the per-parameter reductions.
+#include "gradient_reducer.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+
+#include "tensor_adapter.h"
+
+namespace hvd::torch::detail {
+namespace {
+
+constexpr const char* kWho = "DistributedOptimizer";
+
+void check_options(const DistributedOptimizerOptions& o) {
+  if (o.name.empty())
+    throw Error(std::string(kWho) + ": DistributedOptimizerOptions::name must not be empty (it prefixes the "
+                "gradients' collective names)");
+  if (o.backward_passes_per_step < 1)
+    throw Error(std::string(kWho) + ": backward_passes_per_step must be at least 1, got " +
+                std::to_string(o.backward_passes_per_step));
+  if (o.op != ReduceOp::Average && o.op != ReduceOp::Sum)
+    throw Error(std::string(kWho) + ": op must be Average or Sum, got " + reduce_op_name(o.op));
+  if (!(o.gradient_predivide_factor > 0.0))
+    throw Error(std::string(kWho) + ": gradient_predivide_factor must be positive, got " +
+                std::to_string(o.gradient_predivide_factor));
+  if (o.gradient_predivide_factor != 1.0 && o.op != ReduceOp::Average)
+    throw Error(std::string(kWho) + ": gradient_predivide_factor " + std::to_string(o.gradient_predivide_factor) +
+                " needs op Average (it splits the averaging into a pre- and a post-scale)");
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(const NamedTensors& named_parameters, const DistributedOptimizerOptions& options,
+                                 const std::vector<::torch::optim::OptimizerParamGroup>& groups)
+    : options_(options), size_(hvd::size()) {
+  check_options(options_);
+  wire_options_.op = options_.op;
+  wire_options_.prescale_factor = 1.0 / options_.gradient_predivide_factor;
+  wire_options_.postscale_factor = options_.gradient_predivide_factor;
+  std::unordered_set<std::string> seen;
+  for (const auto& item : named_parameters) {
+    if (!item.value().defined())
+      throw Error(std::string(kWho) + ": named parameter '" + item.key() + "' is undefined");
+    if (!seen.insert(item.key()).second)
+      throw Error(std::string(kWho) + ": parameter name '" + item.key() + "' appears twice in named_parameters");
+    names_.emplace(item.value().unsafeGetTensorImpl(), item.key());
+  }
+  refresh(groups);
+}
+
+// Names each trainable parameter of the param groups from named_parameters (by identity).
+void GradientReducer::refresh(const std::vector<::torch::optim::OptimizerParamGroup>& groups) {
+  std::size_t unnamed = 0;
+  std::string first_unnamed;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t i = 0; i < groups[g].params().size(); ++i) {
+      const at::Tensor& p = groups[g].params()[i];
+      if (!p.defined() || !p.requires_grad() || known_.count(p.unsafeGetTensorImpl())) continue;
+      auto it = names_.find(p.unsafeGetTensorImpl());
+      if (it == names_.end()) {
+        if (unnamed++ == 0)
+          first_unnamed = "parameter " + std::to_string(i) + " of param group " + std::to_string(g) + " (shape " +
+                          shape_string(TensorShape(p.sizes().begin(), p.sizes().end())) + ")";
+        continue;
+      }
+      add_slot(p, it->second);
+    }
+  }
+  if (unnamed > 0)
+    throw Error(std::string(kWho) + ": " + std::to_string(unnamed) + " trainable parameter(s) of the optimizer, " +
+                "first " + first_unnamed + ", are not in the named_parameters it was given; pass the model's "
+                "named_parameters() (all of them, frozen ones too) so every rank names each gradient the same");
+}
+
+void GradientReducer::add_slot(const at::Tensor& param, const std::string& name) {
+  if (!param.is_leaf())
+    throw Error(std::string(kWho) + ": parameter '" + name +
+                "' is not a leaf tensor (it was computed from other tensors); parameters must be leaves");
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot slot;
+  slot.name = name;
+  slot.wire_name = options_.name + "." + name;
+  slot.param = param;
+  slots_.push_back(std::move(slot));
+  known_.insert(param.unsafeGetTensorImpl());
+  // At size 1 there is nothing to reduce: no hooks, and step() is the wrapped step.
+  if (size_ > 1) register_hooks(slots_.size() - 1);
+}
+
+void GradientReducer::register_hooks(std::size_t index) {
+  Slot& slot = slots_[index];
+  try {
+    slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
+  } catch (const std::exception& e) {
+    throw Error(std::string(kWho) + ": parameter '" + slot.name + "' has no gradient accumulator (" + e.what() +
+                "); parameters must be leaf tensors");
+  }
+  if (!slot.accumulator) throw Error(std::string(kWho) + ": parameter '" + slot.name + "' has no gradient accumulator");
+  // Autograd only holds the accumulator weakly: slot.accumulator keeps it (and the hooks) alive.
+  auto check = std::make_unique<BeforeGradient>(this, index);
+  slot.pre_hook = check.get();
+  slot.accumulator->add_pre_hook(std::move(check));
+  slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<AfterGradient>(this, index));
+}
+
+GradientReducer::~GradientReducer() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& slot : slots_) {
+    if (!slot.accumulator) continue;
+    slot.accumulator->del_post_hook(slot.hook_key);
+    auto& pre = slot.accumulator->pre_hooks();
+    pre.erase(std::remove_if(pre.begin(), pre.end(), [&](const auto& h) { return h.get() == slot.pre_hook; }),
+              pre.end());
+  }
+  discard_in_flight();  // the runtime writes into slot.wire until each completes
+}
+
+// A gradient that someone zeroed or reset since the last pass (zero_grad() of this optimizer,
+// of the base class, or module->zero_grad()) starts a new accumulation.
+void GradientReducer::before_gradient(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[index];
+  if (slot.passes == 0) return;
+  const at::Tensor& grad = slot.param.grad();
+  if (!grad.defined() || grad.unsafeGetTensorImpl() != slot.seen_grad || grad._version() != slot.seen_version)
+    slot.passes = 0;
+}
+
+void GradientReducer::on_gradient(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[index];
+  ++slot.passes;
+  slot.reduced = false;
+  const at::Tensor& grad = slot.param.grad();
+  slot.seen_grad = grad.defined() ? grad.unsafeGetTensorImpl() : nullptr;
+  slot.seen_version = grad.defined() ? grad._version() : -1;
+  if (slot.passes < options_.backward_passes_per_step) return;
+  start_allreduce(slot);
+  // Runs once this backward pass has finished, on the thread that ran it. Queued per started
+  // reduction rather than once per pass: a pass that fails never runs its callbacks, and no flag
+  // may be left saying one is queued; the later callbacks of a pass find nothing left to do.
+  ::torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+}
+
+// The end of a backward pass that completed an accumulation: every other trainable parameter
+// joins (with zeros when it has no gradient, so ranks that used different parameters still
+// reduce the same set), and the reduced gradients are written back before backward() returns.
+void GradientReducer::finish_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string failure = reduce_all();
+  if (!failure.empty())
+    throw Error(std::string(kWho) + ": " + failure +
+                " (the gradients that failed stay unreduced; step() retries them and does not step before)");
+}
+
+void GradientReducer::start_allreduce(Slot& slot) {
+  at::NoGradGuard no_grad;
+  if (slot.handle.valid()) {
+    // Reduced once already in this step and accumulated onto since: the earlier result is
+    // superseded by the reduction of the whole accumulation.
+    try {
+      slot.handle.wait();
+    } catch (const std::exception&) {
+    }
+    slot.handle = hvd::Handle();
+  }
+  // A parameter without a gradient (unused this step) still takes part, with zeros, so the
+  // ranks that did compute one are not left waiting.
+  if (!slot.param.grad().defined()) slot.param.mutable_grad() = at::zeros_like(slot.param);
+  const at::Tensor grad = slot.param.grad();
+  const std::string what = std::string(kWho) + " gradient";
+  detail::to_hvd_dtype(grad.scalar_type(), what, slot.name);
+  if (grad.is_sparse()) throw Error(what + " of '" + slot.name + "': sparse gradients are not supported");
+  if (options_.compression == Compression::FP16 && grad.is_floating_point() && grad.scalar_type() != at::kHalf)
+    slot.wire = grad.to(at::kHalf, false, false, at::MemoryFormat::Contiguous);
+  else
+    slot.wire = grad.is_contiguous() ? grad : grad.contiguous();
+  AllreduceOptions o = wire_options_;
+  o.name = slot.wire_name;
+  auto wire = detail::wrap(slot.wire);
+  try {
+    slot.handle = hvd::allreduce_async(wire, wire, o, detail::ready_event(slot.wire));
+  } catch (const Error& e) {
+    slot.wire = at::Tensor();
+    const std::string message = e.what();
+    if (message.find("already in flight") == std::string::npos) throw;
+    throw Error(message + ". Another DistributedOptimizer named '" + options_.name +
+                "' has this parameter's allreduce in flight: give each optimizer its own "
+                "DistributedOptimizerOptions::name");
+  }
+}
+
+std::string GradientReducer::reduce_all() {
+  std::string failure;
+  for (auto& slot : slots_) {
+    if (slot.reduced || slot.handle.valid() || !takes_part(slot)) continue;
+    try {
+      start_allreduce(slot);
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = e.what();  // names the parameter
+    }
+  }
+  const std::string wait_failure = write_back();
+  return failure.empty() ? wait_failure : failure;
+}
+
+// A slot counts as reduced only when its allreduce succeeded; a failed one is retried by the
+// next synchronize() (or step()), which never steps on an unreduced gradient.
+std::string GradientReducer::write_back() {
+  std::string failure;
+  at::NoGradGuard no_grad;
+  for (auto& slot : slots_) {
+    if (!slot.handle.valid()) continue;
+    try {
+      slot.handle.wait();
+      at::Tensor grad = slot.param.grad();
+      if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // decompress / un-contiguous
+      slot.reduced = true;
+      slot.passes = 0;
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = "gradient of '" + slot.name + "': " + e.what();
+    }
+    slot.handle = hvd::Handle();
+    slot.wire = at::Tensor();
+  }
+  return failure;
+}
+
+void GradientReducer::discard_in_flight() {
+  for (auto& slot : slots_) {
+    if (!slot.handle.valid()) continue;
+    try {
+      slot.handle.wait();
+    } catch (const std::exception&) {
+      // A failed reduction that is being discarded: every rank's runtime already reported it.
+    }
+    slot.handle = hvd::Handle();
+    slot.wire = at::Tensor();
+  }
+}
+
+void GradientReducer::synchronize() {
+  if (size_ == 1) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string failure = reduce_all();
+  if (!failure.empty())
+    throw Error(std::string(kWho) + "::synchronize(): " + failure +
+                " (the gradients that failed stay unreduced; step() retries them and does not step before)");
+}
+
+bool GradientReducer::all_reduced() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::all_of(slots_.begin(), slots_.end(), [this](const Slot& s) { return s.reduced || !takes_part(s); });
+}
+
+void GradientReducer::after_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& slot : slots_) {
+    slot.reduced = false;
+    slot.passes = 0;
+  }
+}
+
+void GradientReducer::forget() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  discard_in_flight();
+  for (auto& slot : slots_) {
+    slot.reduced = false;
+    slot.passes = 0;
+  }
+}
+
+std::size_t GradientReducer::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& slot : slots_) n += slot.handle.valid() ? 1 : 0;
+  return n;
+}
+
+}  // namespace hvd::torch::detail

@@ -1,0 +1,118 @@
+// The per-parameter machinery behind DistributedOptimizer (see GradientReducer). Internal to
+// the torch front end.
+#pragma once
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "horovodcpp/torch.h"
+
+namespace hvd::torch::detail {
+
+// Reduces the gradients of a set of named parameters across ranks while backward runs: hooks
+// on each parameter's gradient accumulator start its allreduce as soon as the gradient is
+// complete, and a callback at the end of the backward pass waits for them and writes the
+// reduced gradients back. Owns the accumulators (autograd holds them only weakly, and their
+// hooks fire only while someone holds them). Owned by a DistributedOptimizer; hooks and the
+// callback run on autograd's threads, the rest on the training thread; mutex_ guards the slots.
+class GradientReducer {
+ public:
+  GradientReducer(const NamedTensors& named_parameters, const DistributedOptimizerOptions& options,
+                  const std::vector<::torch::optim::OptimizerParamGroup>& groups);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+  // Picks up parameters added by add_param_group() or unfrozen since the last call.
+  void refresh(const std::vector<::torch::optim::OptimizerParamGroup>& groups);
+  // Starts what was not started (zeros for parameters without a gradient), waits for every
+  // allreduce and writes the results back; throws hvd::Error naming the first failure.
+  void synchronize();
+  // Every trainable parameter holds its reduced gradient.
+  bool all_reduced() const;
+  // The optimizer stepped: the next backward pass starts a new accumulation.
+  void after_step();
+  // zero_grad(): waits for (and drops) reductions in flight and starts a new accumulation.
+  void forget();
+  std::size_t pending() const;
+  const DistributedOptimizerOptions& options() const { return options_; }
+  int size() const { return size_; }
+
+ private:
+  // One parameter that takes part: its names, its accumulator and its allreduce in flight.
+  struct Slot {
+    std::string name;       // the user's parameter name
+    std::string wire_name;  // the collective's name: options.name + "." + name
+    at::Tensor param;
+    std::shared_ptr<::torch::autograd::Node> accumulator;
+    std::uintptr_t hook_key = 0;
+    const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;  // owned by the accumulator
+    int passes = 0;        // backward passes accumulated locally since the last reduction
+    bool reduced = false;  // param.grad() holds the reduced gradient (until the next pass or step)
+    // The gradient as the last pass left it: a different tensor or version at the next pass
+    // means someone zeroed or reset it in between.
+    const void* seen_grad = nullptr;
+    std::int64_t seen_version = -1;
+    at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy
+    hvd::Handle handle;
+  };
+
+  // Runs before the accumulator writes param.grad().
+  class BeforeGradient final : public ::torch::autograd::FunctionPreHook {
+   public:
+    BeforeGradient(GradientReducer* impl, std::size_t index) : impl_(impl), index_(index) {}
+    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
+      impl_->before_gradient(index_);
+      return grads;
+    }
+
+   private:
+    GradientReducer* impl_;
+    std::size_t index_;
+  };
+
+  // Runs after the accumulator has written param.grad().
+  class AfterGradient final : public ::torch::autograd::FunctionPostHook {
+   public:
+    AfterGradient(GradientReducer* impl, std::size_t index) : impl_(impl), index_(index) {}
+    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
+                                                const ::torch::autograd::variable_list&) override {
+      impl_->on_gradient(index_);
+      return outputs;
+    }
+
+   private:
+    GradientReducer* impl_;
+    std::size_t index_;
+  };
+
+  void add_slot(const at::Tensor& param, const std::string& name);
+  void register_hooks(std::size_t index);
+  void before_gradient(std::size_t index);
+  void on_gradient(std::size_t index);
+  void finish_backward();
+  bool takes_part(const Slot& slot) const { return slot.param.requires_grad(); }
+  void start_allreduce(Slot& slot);  // mutex_ held
+  // mutex_ held: starts what is not reduced or in flight (zeros where a parameter has no
+  // gradient), waits for all and writes them back; returns the first failure ("" if none).
+  std::string reduce_all();
+  std::string write_back();          // mutex_ held; returns the first failure
+  void discard_in_flight();          // mutex_ held
+
+  DistributedOptimizerOptions options_;
+  AllreduceOptions wire_options_;
+  std::unordered_map<const void*, std::string> names_;  // every named parameter, by identity
+  std::vector<Slot> slots_;
+  std::unordered_set<const void*> known_;  // parameters that have a slot
+  int size_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace hvd::torch::detail

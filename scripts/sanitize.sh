@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Lean sanitizer builds, separate from the main one: the core, the unit tests, the np=2 MPI tests
+# (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches) and the
+# codec fuzz test, under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), then the
+# unit tests and the np=2 tests that exercise the core's threads under ThreadSanitizer
+# (build-tsan). No LibTorch, no CUDA, no examples. Any sanitizer report fails the run;
+# suppressions (scripts/sanitizers/) cover only frames inside Open MPI and its libraries.
+#   scripts/sanitize.sh [asan|tsan]...   (default: both); FUZZ_SECONDS (default 120)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+jobs=$(nproc)
+common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
+        -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" "-DCMAKE_C_FLAGS_DEBUG=-O1 -g")
+[ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] || common+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$CMAKE_CXX_COMPILER_LAUNCHER")
+
+mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
+             hvd_mpi_logging hvd_init_must_fail hvd_fault_rank)
+asan_tests='^(unit_tests|codec_fuzz|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
+tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return)_np2)$'
+
+run_asan() {
+  local b=${ASAN_BUILD_DIR:-build-asan}
+  cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=address,undefined -DHVD_FUZZ_SECONDS="${FUZZ_SECONDS:-120}" >/dev/null
+  cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_codec_fuzz "${mpi_targets[@]}"
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:fast_unwind_on_malloc=0 \
+  LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/sanitizers/ubsan.supp \
+    ctest --test-dir "$b" --output-on-failure -R "$asan_tests"
+}
+
+run_tsan() {
+  local b=${TSAN_BUILD_DIR:-build-tsan}
+  cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=thread >/dev/null
+  cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_mpi_collectives hvd_mpi_lifecycle \
+    hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp" \
+    ctest --test-dir "$b" --output-on-failure -R "$tsan_tests"
+}
+
+for which in "${@:-asan tsan}"; do
+  for w in $which; do
+    start=$SECONDS
+    "run_$w"
+    echo "sanitize: $w took $((SECONDS - start)) s"
+  done
+done

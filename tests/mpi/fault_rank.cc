@@ -1,0 +1,64 @@
+// A rank program for fault tests driven from outside (tests/mpi/fault_test.sh): every rank
+// writes its pid to $HVD_TEST_DIR/pid.<rank> and runs allreduces (checked against the closed
+// form) until one fails. The last rank may leave first, as argv[1] says:
+//   loop     nobody leaves (the script freezes or kills a rank itself)
+//   return   the last rank returns from main without hvd::shutdown()
+//   exit     the last rank calls exit(0) without hvd::shutdown()
+//   throw    the last rank lets an exception escape main (std::terminate)
+// A rank whose allreduce fails prints "rank R: caught after S s: MESSAGE", calls
+// hvd::shutdown() (which must return promptly) and exits 3.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <horovodcpp/horovod.h>
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "loop";
+  hvd::init();
+  const int rank = hvd::rank(), size = hvd::size();
+  const char* dir = std::getenv("HVD_TEST_DIR");
+  if (dir != nullptr) std::ofstream(std::string(dir) + "/pid." + std::to_string(rank)) << getpid() << "\n";
+  auto t = hvd::HostTensor::allocate(hvd::DataType::Float32, {16});
+  const auto start = Clock::now();
+  for (long i = 0; since(start) < 60; ++i) {
+    auto* p = static_cast<float*>(t->data());
+    for (int k = 0; k < 16; ++k) p[k] = static_cast<float>(rank + 1);
+    if (rank == size - 1 && i == 20) {
+      std::fprintf(stderr, "rank %d: leaving by '%s'\n", rank, mode.c_str());
+      if (mode == "return") return 0;
+      if (mode == "exit") std::exit(0);
+      if (mode == "throw") throw std::runtime_error("uncaught on purpose");
+    }
+    const auto issued = Clock::now();
+    try {
+      hvd::allreduce_async(t, t, {hvd::ReduceOp::Sum, "step"}).wait();
+    } catch (const hvd::Error& e) {
+      std::fprintf(stderr, "rank %d: caught after %.1f s: %s\n", rank, since(issued), e.what());
+      const auto stopping = Clock::now();
+      hvd::shutdown();
+      std::fprintf(stderr, "rank %d: hvd::shutdown() took %.1f s\n", rank, since(stopping));
+      return 3;
+    }
+    if (p[0] != size * (size + 1) / 2.0f) {
+      std::fprintf(stderr, "rank %d: FAIL: wrong sum %f\n", rank, p[0]);
+      return 4;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fprintf(stderr, "rank %d: FAIL: no fault within 60 s\n", rank);
+  hvd::shutdown();
+  return 5;
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A rank that reaches hvd::init() 30 s late, with HOROVOD_START_TIMEOUT=3: every other rank's
+# hvd::init() must fail within the timeout naming the late rank, and the job must end (the
+# early ranks exit 3 after 3 s, so mpirun ends the late one) long before the late rank arrives.
+#   late_rank_test.sh MPIRUN_AND_FLAGS... -- PROGRAM NP
+set -u
+args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
+prog=$1 np=$2
+late=$((np - 1))
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+start=$(date +%s.%N)
+HOROVOD_START_TIMEOUT=3 HVD_TEST_LATE_RANK=$late HVD_TEST_LATE_SECONDS=30 HVD_TEST_EXIT_ON_MATCH=3 HVD_TEST_LINGER_SECONDS=3 \
+  timeout -s KILL 60 "${args[@]}" -np "$np" -x HOROVOD_START_TIMEOUT -x HVD_TEST_LATE_RANK -x HVD_TEST_LATE_SECONDS \
+  -x HVD_TEST_EXIT_ON_MATCH -x HVD_TEST_LINGER_SECONDS "$prog" "rank $late did not reach hvd::init() within HOROVOD_START_TIMEOUT=3 s" >"$out" 2>&1
+rc=$?
+took=$(echo "$(date +%s.%N) - $start" | bc)
+cat "$out"
+echo "late rank: job ended after $took s (exit status $rc)"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+[ "$rc" -ne 0 ] && [ "$rc" -ne 137 ] || fail "exit status $rc (0: nobody failed; 137: the job hung)"
+for ((r = 0; r < late; r++)); do
+  grep -q "^rank $r: the expected error" "$out" || fail "rank $r did not fail naming rank $late"
+done
+[ "$(echo "$took < 20" | bc)" = 1 ] || fail "the job took $took s to end"
+[ $failures -eq 0 ] && echo PASS || exit 1
