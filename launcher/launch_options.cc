@@ -23,6 +23,7 @@ constexpr const char* kFooter =
 // Numeric flags as typed; converted by whole_number() so a bad value gets hvdrun's message.
 struct NumberTexts {
   std::string np, ssh_port, start_timeout;
+  std::string min_np, max_np, slots_per_host, reset_limit, cooldown_range, elastic_timeout;
 };
 
 // horovodrun's single-dash names of more than one letter, which CLI11 cannot declare.
@@ -70,6 +71,35 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
   app.add_flag("-v,--version", o.version, "Print the version and exit.")->group(run);
 }
 
+// Horovod's elastic flags; see docs/elastic.md.
+void add_elastic_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
+  const char* elastic = "Elastic training (docs/elastic.md)";
+  app.add_option("--host-discovery-script", o.host_discovery_script,
+                 "Run elastically: this command prints the usable hosts, one HOST or HOST:SLOTS "
+                 "per line; hvdrun runs it before each launch and every second while the job runs.")
+      ->type_name("COMMAND")->group(elastic);
+  app.add_option("--min-np", numbers.min_np,
+                 "Fewest processes to train with (default -np); fewer slots: wait up to "
+                 "--elastic-timeout, then fail.")
+      ->type_name("N")->group(elastic);
+  app.add_option("--max-np", numbers.max_np, "Most processes to grow to (default: no limit).")
+      ->type_name("N")->group(elastic);
+  app.add_option("--slots-per-host", numbers.slots_per_host,
+                 "Slots of a host the discovery script prints without :SLOTS (default 1).")
+      ->type_name("N")->group(elastic);
+  app.add_option("--reset-limit", numbers.reset_limit,
+                 "Most relaunches (after a failure or a change of hosts) before giving up "
+                 "(default: no limit).")
+      ->type_name("N")->group(elastic);
+  app.add_option("--blacklist-cooldown-range", numbers.cooldown_range,
+                 "A failed rank's slot stays out MIN seconds, doubling with each failure on its "
+                 "host up to MAX (default: for good). Two words: MIN MAX.")
+      ->type_name("MIN MAX")->group(elastic);
+  app.add_option("--elastic-timeout", numbers.elastic_timeout,
+                 "Seconds to wait for --min-np slots before failing (default 600).")
+      ->type_name("SECONDS")->group(elastic);
+}
+
 // The program begins at the first word that is neither a flag nor a flag's value; `--` also
 // ends hvdrun's flags. CLI11 cannot name a flag "-np" or "-cb", so they are rewritten to their
 // long names here, and values are attached (--name=value) so a value such as "-1" is never read
@@ -111,6 +141,11 @@ void split_arguments(CLI::App& app, const std::vector<std::string>& args,
     if (!attached) {
       if (i + 1 >= args.size()) throw hvd::Error("flag " + tok + " needs a value");
       value = args[++i];
+      // Horovod's --blacklist-cooldown-range MIN MAX takes two words.
+      if (opt->check_lname("blacklist-cooldown-range")) {
+        if (i + 1 >= args.size()) throw hvd::Error("flag " + tok + " needs two values: MIN MAX");
+        value += " " + args[++i];
+      }
     }
     if (value.empty()) {
       if (opt->check_lname("hosts")) parse_host_list(value);  // throws: empty host list
@@ -141,6 +176,49 @@ void convert_numbers(const CLI::App& app, const NumberTexts& n, LaunchOptions& o
   if (app.count("--start-timeout"))
     o.start_timeout = whole_number("--start-timeout", n.start_timeout, 1, 1000000,
                                    "a whole number of seconds >= 1");
+  const char* count = "a whole number >= 1";
+  if (app.count("--min-np")) o.min_np = whole_number("--min-np", n.min_np, 1, 1000000, count);
+  if (app.count("--max-np")) o.max_np = whole_number("--max-np", n.max_np, 1, 1000000, count);
+  if (app.count("--slots-per-host"))
+    o.slots_per_host = whole_number("--slots-per-host", n.slots_per_host, 1, 1000000, count);
+  if (app.count("--reset-limit"))
+    o.reset_limit = whole_number("--reset-limit", n.reset_limit, 0, 1000000, "a whole number >= 0");
+  if (app.count("--elastic-timeout"))
+    o.elastic_timeout = whole_number("--elastic-timeout", n.elastic_timeout, 1, 1000000,
+                                     "a whole number of seconds >= 1");
+  if (app.count("--blacklist-cooldown-range")) {
+    const auto words = split_shell_words(n.cooldown_range, "--blacklist-cooldown-range");
+    const std::string expected = "two whole numbers of seconds MIN MAX with 1 <= MIN <= MAX";
+    if (words.size() != 2)
+      throw hvd::Error("--blacklist-cooldown-range '" + n.cooldown_range + "': expected " + expected);
+    o.cooldown_min = whole_number("--blacklist-cooldown-range MIN", words[0], 1, 1000000, expected);
+    o.cooldown_max = whole_number("--blacklist-cooldown-range MAX", words[1], 1, 1000000, expected);
+    if (o.cooldown_min > o.cooldown_max)
+      throw hvd::Error("--blacklist-cooldown-range " + words[0] + " " + words[1] +
+                       ": MIN is greater than MAX");
+  }
+}
+
+void check_elastic_values(const CLI::App& app, const LaunchOptions& o) {
+  const bool elastic = !o.host_discovery_script.empty();
+  if (!elastic) {
+    for (const char* flag : {"--min-np", "--max-np", "--slots-per-host", "--reset-limit",
+                             "--blacklist-cooldown-range", "--elastic-timeout"})
+      if (app.count(flag))
+        throw hvd::Error(std::string(flag) + " needs --host-discovery-script (elastic mode)");
+    return;
+  }
+  if (!o.hosts.empty() || !o.hostfile.empty())
+    throw hvd::Error("--host-discovery-script replaces -H/--hosts and --hostfile; give one of them");
+  if (o.np == 0 && o.min_np == 0)
+    throw hvd::Error("elastic mode needs -np or --min-np (the fewest processes to train with)");
+  const int min_np = o.min_np > 0 ? o.min_np : o.np;
+  if (o.max_np > 0 && min_np > o.max_np)
+    throw hvd::Error("--min-np " + std::to_string(min_np) + (o.min_np > 0 ? "" : " (from -np)") +
+                     " is greater than --max-np " + std::to_string(o.max_np));
+  if (o.max_np > 0 && o.np > o.max_np)
+    throw hvd::Error("-np " + std::to_string(o.np) + " is greater than --max-np " +
+                     std::to_string(o.max_np));
 }
 
 void check_values(const CLI::App& app, const LaunchOptions& o) {
@@ -169,6 +247,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   app.get_formatter()->label("OPTIONS", "-np N FLAGS...] PROGRAM [ARGS...");
   NumberTexts numbers;
   add_launch_flags(app, o, numbers);
+  add_elastic_flags(app, o, numbers);
   KnobFlags knobs;
   knobs.add_to(app);
 
@@ -186,6 +265,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   convert_numbers(app, numbers, o);
   o.knob_env = knobs.environment();
   check_values(app, o);
+  check_elastic_values(app, o);
   return result;
 }
 

@@ -27,6 +27,14 @@ struct LaunchOptions {
   bool check_build = false;
   bool version = false;
   bool dry_run = false;
+  // Elastic mode (on when host_discovery_script is given); see elastic_driver.h.
+  std::string host_discovery_script;
+  int min_np = 0;          // 0: not given (then -np)
+  int max_np = 0;          // 0: not given (no limit)
+  int slots_per_host = 1;  // for discovery lines without :SLOTS
+  int reset_limit = -1;    // relaunches allowed; -1: no limit
+  int cooldown_min = 0, cooldown_max = 0;  // --blacklist-cooldown-range; 0 0: failed slots stay out
+  int elastic_timeout = 600;               // seconds to wait for --min-np slots
   Environment knob_env;              // HOROVOD_* from knob flags, validated, table order
   std::vector<std::string> command;  // program and its arguments
 };

@@ -9,6 +9,7 @@
 
 #include "check_build.h"
 #include "command.h"
+#include "elastic_driver.h"
 #include "host_check.h"
 #include "horovodcpp/horovod.h"
 #include "launch_options.h"
@@ -89,6 +90,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   LaunchContext context{environment_from(environ), geteuid() == 0};
+  if (!o.host_discovery_script.empty()) return run_elastic(o, context);
   LaunchPlan plan = build_launch_plan(o, context);
   for (const auto& w : plan.warnings) std::cerr << "hvdrun: warning: " << w << "\n";
   if (o.dry_run) {

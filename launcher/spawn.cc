@@ -31,6 +31,7 @@ namespace {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   if (o.own_process_group && setpgid(0, 0) != 0) failure = errno;
   if (failure == 0 && o.stderr_fd >= 0 && dup2(o.stderr_fd, STDERR_FILENO) < 0) failure = errno;
+  if (failure == 0 && o.stdout_fd >= 0 && dup2(o.stdout_fd, STDOUT_FILENO) < 0) failure = errno;
   if (failure == 0 && o.null_stdin_stdout) {
     int in = open("/dev/null", O_RDONLY), out = open("/dev/null", O_WRONLY);
     if (in < 0 || out < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0)

@@ -14,6 +14,7 @@ namespace hvd::launcher {
 
 struct SpawnOptions {
   int stderr_fd = -1;              // >= 0: becomes the child's stderr
+  int stdout_fd = -1;              // >= 0: becomes the child's stdout
   bool null_stdin_stdout = false;  // stdin and stdout from/to /dev/null
   bool own_process_group = true;   // the child leads a new process group
   // Non-zero: the child gets this signal when hvdrun dies, even by SIGKILL (PR_SET_PDEATHSIG),

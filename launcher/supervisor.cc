@@ -106,12 +106,13 @@ void on_stop_signal(Watch& w, int signo) {
 }
 
 // Copies what the launcher wrote to stderr through to ours, scanning it; closes at EOF.
-void relay_stderr(int* pipe_fd, RankReportScanner* scanner) {
+void relay_stderr(int* pipe_fd, RankReportScanner* scanner, const SupervisorOptions& options) {
   char buffer[8192];
   ssize_t got = read(*pipe_fd, buffer, sizeof buffer);
   if (got > 0) {
     write_all(STDERR_FILENO, buffer, static_cast<std::size_t>(got));
     scanner->feed(buffer, static_cast<std::size_t>(got));
+    if (options.on_stderr) options.on_stderr(buffer, static_cast<std::size_t>(got));
   } else if (got == 0 || errno != EINTR) {
     close(*pipe_fd);
     *pipe_fd = -1;
@@ -185,15 +186,22 @@ RunOutcome run_supervised(const std::vector<std::string>& argv, const Environmen
   close(pipe_fds[1]);
   int pipe_fd = pipe_fds[0];
   RankReportScanner scanner;
+  auto next_tick = Clock::now() + options.tick_interval;
   while (!w.status || (pipe_fd >= 0 && Clock::now() < *w.drain_deadline)) {
-    const auto deadline = w.status ? w.drain_deadline : w.kill_deadline;
+    auto deadline = w.status ? w.drain_deadline : w.kill_deadline;
+    if (options.on_tick && !w.status && (!deadline || next_tick < *deadline)) deadline = next_tick;
     pollfd fds[2] = {{sfd, POLLIN, 0}, {pipe_fd, POLLIN, 0}};
     int n = poll(fds, pipe_fd >= 0 ? 2 : 1, poll_timeout_ms(deadline));
     if (n < 0 && errno != EINTR) break;
     if (pipe_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
-      relay_stderr(&pipe_fd, &scanner);
+      relay_stderr(&pipe_fd, &scanner, options);
     if (fds[0].revents & POLLIN) handle_signal(sfd, w);
     enforce_grace(w);
+    if (options.on_tick && !w.status && Clock::now() >= next_tick) {
+      const int signo = options.on_tick();
+      if (signo != 0 && !w.status) kill(w.pid, signo);
+      next_tick = Clock::now() + options.tick_interval;
+    }
   }
   if (pipe_fd >= 0) close(pipe_fd);
   if (!w.status) {  // poll failed: do not leave anything running

@@ -3,10 +3,12 @@
 // SIGQUIT, as SIGTERM), and SIGKILLs it and every process below it if it has not exited `grace`
 // later. hvdrun becomes a child subreaper first, so ranks orphaned by a dying mpirun are still
 // found and ended; the launcher gets SIGTERM if hvdrun itself is killed.
-// Runs on hvdrun's main thread; one supervised launch per process.
+// Runs on hvdrun's main thread; one supervised launch at a time (the elastic driver runs several
+// in turn).
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,12 @@ namespace hvd::launcher {
 
 struct SupervisorOptions {
   std::chrono::milliseconds grace{3000};
+  // Called about every tick_interval while the launcher runs; a non-zero result is a signal to
+  // send to the launcher (the elastic driver's "hosts changed" notice).
+  std::function<int()> on_tick;
+  std::chrono::milliseconds tick_interval{1000};
+  // Sees every chunk of the launcher's stderr after it is relayed.
+  std::function<void(const char* data, std::size_t size)> on_stderr;
 };
 
 struct RunOutcome {

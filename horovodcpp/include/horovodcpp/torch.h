@@ -216,4 +216,5 @@ std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
 }  // namespace hvd::torch
 
 #include "horovodcpp/torch/distributed_optimizer.h"
+#include "horovodcpp/torch/elastic.h"
 #include "horovodcpp/torch/sync_batch_norm.h"
