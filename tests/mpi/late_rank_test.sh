@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A rank that reaches hvd::init() 30 s late, with HOROVOD_START_TIMEOUT=3: every other rank's
+# A rank that reaches hvd::init() 30 s late, with HOROVOD_START_TIMEOUT=8: every other rank's
 # hvd::init() must fail within the timeout naming the late rank, and the job must end (the
 # early ranks exit 3 after 3 s, so mpirun ends the late one) long before the late rank arrives.
+# 8 s, not less: with 4 ranks on CI's 2 cores (and under ASan) an on-time rank took over 3 s
+# to start, and was named late beside the real one.
 #   late_rank_test.sh MPIRUN_AND_FLAGS... -- PROGRAM NP
 set -u
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
@@ -10,9 +12,9 @@ late=$((np - 1))
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s.%N)
-HOROVOD_START_TIMEOUT=3 HVD_TEST_LATE_RANK=$late HVD_TEST_LATE_SECONDS=30 HVD_TEST_EXIT_ON_MATCH=3 HVD_TEST_LINGER_SECONDS=3 \
+HOROVOD_START_TIMEOUT=8 HVD_TEST_LATE_RANK=$late HVD_TEST_LATE_SECONDS=30 HVD_TEST_EXIT_ON_MATCH=3 HVD_TEST_LINGER_SECONDS=3 \
   timeout -s KILL 60 "${args[@]}" -np "$np" -x HOROVOD_START_TIMEOUT -x HVD_TEST_LATE_RANK -x HVD_TEST_LATE_SECONDS \
-  -x HVD_TEST_EXIT_ON_MATCH -x HVD_TEST_LINGER_SECONDS "$prog" "rank $late did not reach hvd::init() within HOROVOD_START_TIMEOUT=3 s" >"$out" 2>&1
+  -x HVD_TEST_EXIT_ON_MATCH -x HVD_TEST_LINGER_SECONDS "$prog" "rank $late did not reach hvd::init() within HOROVOD_START_TIMEOUT=8 s" >"$out" 2>&1
 rc=$?
 took=$(echo "$(date +%s.%N) - $start" | bc)
 cat "$out"
@@ -23,5 +25,5 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 for ((r = 0; r < late; r++)); do
   grep -q "^rank $r: the expected error" "$out" || fail "rank $r did not fail naming rank $late"
 done
-[ "$(echo "$took < 20" | bc)" = 1 ] || fail "the job took $took s to end"
+[ "$(echo "$took < 25" | bc)" = 1 ] || fail "the job took $took s to end"
 [ $failures -eq 0 ] && echo PASS || exit 1
