@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -23,15 +25,26 @@ bool takes_megabytes(const SettingSpec& spec) {
          flag.compare(flag.size() - 3, 3, "-mb") == 0;
 }
 
+// "; one of: ...; default 60" from the declaration, as hvd::init() reads the default.
+std::string accepted_and_default(const SettingSpec& spec) {
+  std::string text;
+  if (spec.kind == SettingKind::Choice) text += "; one of: " + std::string(spec.choices);
+  const std::string declared = hvd::detail::setting_text(spec, hvd::detail::default_settings());
+  if (spec.kind == SettingKind::Flag)
+    text += declared == "1" ? "; on by default" : "; off by default";
+  else if (declared.empty())
+    text += "; unset by default";
+  else if (takes_megabytes(spec))
+    text += "; default " + std::to_string(std::atoll(declared.c_str()) / (1024 * 1024));
+  else
+    text += "; default " + declared;
+  return text;
+}
+
 std::string flag_help(const SettingSpec& spec) {
   std::string help = std::string(spec.help) + " Sets " + spec.env;
   if (takes_megabytes(spec)) help += " (given in MB here, bytes in the variable)";
-  if (spec.kind == SettingKind::Choice) help += "; one of: " + std::string(spec.choices);
-  if (takes_megabytes(spec))
-    help += "; default " + std::to_string(std::atoll(spec.default_value) / (1024 * 1024));
-  else if (spec.kind != SettingKind::Flag && spec.default_value[0] != '\0')
-    help += "; default " + std::string(spec.default_value);
-  return help + ".";
+  return help + accepted_and_default(spec) + ".";
 }
 
 const char* value_name(const SettingSpec& spec) {
@@ -77,6 +90,19 @@ Environment KnobFlags::environment() const {
     env.emplace_back(spec.env, knob_value_for_env(spec.env, value));
   }
   return env;
+}
+
+std::string unflagged_knobs_help() {
+  std::string text = "Variables without a flag (set them in the environment; hvdrun passes it to every rank):";
+  for (const SettingSpec& spec : hvd::detail::setting_specs()) {
+    if (spec.flag[0] != '\0') continue;
+    std::string name = "  " + std::string(spec.env);
+    name.resize(std::max<std::size_t>(name.size() + 2, 30), ' ');
+    std::string tail = accepted_and_default(spec).substr(2);  // without the leading "; "
+    tail[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(tail[0])));
+    text += "\n" + name + spec.help + " " + tail + ".";
+  }
+  return text;
 }
 
 std::string knob_value_for_env(const std::string& env, const std::string& flag_value) {

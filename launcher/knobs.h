@@ -33,6 +33,9 @@ class KnobFlags {
   std::vector<Entry> entries_;
 };
 
+// --help's list of the HOROVOD_* variables that have no flag, each with its default.
+std::string unflagged_knobs_help();
+
 // Converts one flag value to the variable's value ("--fusion-threshold-mb 64" -> "67108864"),
 // then validates it. Throws hvd::Error.
 std::string knob_value_for_env(const std::string& env, const std::string& flag_value);

@@ -242,7 +242,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   ParsedCommandLine result;
   LaunchOptions& o = result.options;
   CLI::App app{kDescription, "hvdrun"};
-  app.footer(kFooter);
+  app.footer(unflagged_knobs_help() + "\n\n" + kFooter);
   // The usage line reads "Usage: hvdrun [-np N FLAGS...] PROGRAM [ARGS...]".
   app.get_formatter()->label("OPTIONS", "-np N FLAGS...] PROGRAM [ARGS...");
   NumberTexts numbers;

@@ -37,6 +37,7 @@
 #include "core/coordinator.h"
 #include "core/message.h"
 #include "core/response_cache.h"
+#include "core/settings.h"
 
 namespace hvd {
 class Timeline;
@@ -52,11 +53,17 @@ enum class CatchUp {
   Lagging,  // some rank waits for a tensor this rank has not submitted yet
 };
 
+// Defaults are the declared ones (settings_table.cc); the runtime builds it with
+// controller_options(settings).
 struct ControllerOptions {
-  std::int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
-  std::int64_t cache_capacity = 1024;
+  std::int64_t fusion_threshold_bytes = default_settings().fusion_threshold_bytes;
+  std::int64_t cache_capacity = default_settings().cache_capacity;
   StallOptions stall;
 };
+
+inline ControllerOptions controller_options(const Settings& settings) {
+  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings)};
+}
 
 // Counters for tests and benchmarks.
 struct ControllerStats {

@@ -147,23 +147,9 @@ void Runtime::initialize_on_background_thread() {
     release_world();
     throw Error(error);
   }
-  watchdog_ = std::make_unique<Watchdog>(watchdog_options(), topology_.rank, topology_.size, world_->liveness(),
+  watchdog_ = std::make_unique<Watchdog>(WatchdogOptions(settings_), topology_.rank, topology_.size, world_->liveness(),
                                          progress_, [this](const std::string& reason) { abandon(reason); });
   watchdog_->start();
-}
-
-WatchdogOptions Runtime::watchdog_options() const {
-  WatchdogOptions o;
-  o.warning_seconds = settings_.stall_check_disabled ? 0.0 : settings_.stall_check_seconds;
-  const double stall = settings_.stall_shutdown_seconds, liveness = settings_.liveness_timeout_seconds;
-  if (stall > 0 && (liveness <= 0 || stall <= liveness)) {
-    o.fatal_seconds = stall;
-    o.fatal_setting = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
-  } else {
-    o.fatal_seconds = liveness;
-    o.fatal_setting = "HOROVOD_LIVENESS_TIMEOUT_SECONDS";
-  }
-  return o;
 }
 
 void Runtime::abandon(const std::string& reason) {
@@ -212,13 +198,7 @@ void Runtime::set_up_on_world() {
   if (settings_.autotune)
     log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
              "HOROVOD_CYCLE_TIME as given");
-  ControllerOptions options;
-  options.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
-  options.cache_capacity = settings_.cache_capacity;
-  options.stall.enabled = !settings_.stall_check_disabled;
-  options.stall.warning_seconds = settings_.stall_check_seconds;
-  options.stall.shutdown_seconds = settings_.stall_shutdown_seconds;
-  controller_ = std::make_unique<Controller>(world_->control(), options, &timeline_);
+  controller_ = std::make_unique<Controller>(world_->control(), controller_options(settings_), &timeline_);
   if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
 }
 

@@ -75,7 +75,6 @@ class Runtime {
   std::string describe_setup() const;                       // the info line after init
   std::string describe_cycle(const ResponseList& list) const;  // the debug line per busy cycle
   void publish_stats();
-  WatchdogOptions watchdog_options() const;
   // Watchdog thread: the background thread is stuck; fail every operation and give up on it.
   void abandon(const std::string& reason);
   void track(const std::shared_ptr<HandleState>& state);

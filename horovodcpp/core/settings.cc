@@ -1,3 +1,4 @@
+// Checks, reads and prints settings as their declarations (settings_table.cc) describe them.
 #include "core/settings.h"
 
 #include <algorithm>
@@ -6,48 +7,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "horovodcpp/horovod.h"
 
 namespace hvd::detail {
 namespace {
-
-const std::vector<SettingSpec> kSpecs = {
-    {"HOROVOD_FUSION_THRESHOLD", "fusion-threshold-mb", SettingKind::Bytes, "134217728", "",
-     "Fuse tensors into one collective up to this many bytes (0 disables fusion)."},
-    {"HOROVOD_CYCLE_TIME", "cycle-time-ms", SettingKind::Milliseconds, "1", "",
-     "Minimum period of the background negotiation cycle, in milliseconds."},
-    {"HOROVOD_CACHE_CAPACITY", "cache-capacity", SettingKind::Count, "1024", "",
-     "Responses remembered so repeated tensors skip negotiation (0 disables the cache)."},
-    {"HOROVOD_TIMELINE", "timeline-filename", SettingKind::Path, "", "",
-     "Write a Chrome-trace timeline of every operation to this file."},
-    {"HOROVOD_TIMELINE_MARK_CYCLES", "timeline-mark-cycles", SettingKind::Flag, "0", "",
-     "Mark each background cycle in the timeline."},
-    {"HOROVOD_TIMELINE_ALL_RANKS", "timeline-all-ranks", SettingKind::Flag, "0", "",
-     "Every rank records its own timeline to PATH.rankN (rank 0 alone otherwise)."},
-    {"HOROVOD_STALL_CHECK_DISABLE", "no-stall-check", SettingKind::Flag, "0", "",
-     "Disable the stall inspector."},
-    {"HOROVOD_STALL_CHECK_TIME_SECONDS", "stall-check-warning-time-seconds", SettingKind::Seconds,
-     "60", "", "Warn when some ranks submitted a tensor and others have not for this long."},
-    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "stall-check-shutdown-time-seconds",
-     SettingKind::Seconds, "0", "",
-     "Fail every rank when a stall lasts this long (0: warn only)."},
-    {"HOROVOD_LIVENESS_TIMEOUT_SECONDS", "liveness-timeout-seconds", SettingKind::Seconds, "1800", "",
-     "End the job when a background cycle waits this long for ranks that stopped running (0: never)."},
-    {"HOROVOD_START_TIMEOUT", "", SettingKind::Seconds, "30", "",
-     "hvd::init() fails, naming the late ranks, when not every rank reaches it within this time "
-     "(0: wait without limit; hvdrun --start-timeout sets it)."},
-    {"HOROVOD_HIERARCHICAL_ALLREDUCE", "hierarchical-allreduce", SettingKind::Flag, "0", "",
-     "Allreduce within each node, then across nodes, then within each node again."},
-    {"HOROVOD_AUTOTUNE", "autotune", SettingKind::Flag, "0", "",
-     "Tune the fusion threshold and cycle time while training."},
-    {"HOROVOD_LOG_LEVEL", "log-level", SettingKind::Choice, "warning",
-     "trace,debug,info,warning,error,fatal", "Runtime log level."},
-    {"HOROVOD_CPU_OPERATIONS", "", SettingKind::Choice, "", "mpi",
-     "Backend for host tensors (default: automatic)."},
-    {"HOROVOD_GPU_OPERATIONS", "", SettingKind::Choice, "", "nccl,mpi",
-     "Backend for GPU tensors (default: automatic, NCCL when built)."},
-};
 
 constexpr double kMaxMilliseconds = 60000;
 constexpr double kMaxSeconds = 365.0 * 24 * 3600;
@@ -117,12 +83,50 @@ std::string accepted_form(const SettingSpec& spec) {
   return "";
 }
 
+// Writes a checked value into spec's member. An empty Choice means the declared default.
+void store(const SettingSpec& spec, const std::string& checked, Settings& settings) {
+  const std::string value = spec.kind == SettingKind::Choice && checked.empty() ? spec.default_value : checked;
+  std::visit(
+      [&](auto member) {
+        using T = std::decay_t<decltype(settings.*member)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) settings.*member = *parse_integer(value);
+        else if constexpr (std::is_same_v<T, double>) settings.*member = *parse_number(value);
+        else if constexpr (std::is_same_v<T, bool>) settings.*member = *parse_flag(value);
+        else settings.*member = spec.kind == SettingKind::Choice ? lower(value) : value;
+      },
+      spec.field);
+}
+
 }  // namespace
 
-const std::vector<SettingSpec>& setting_specs() { return kSpecs; }
+Settings::Settings() {
+  for (const auto& spec : setting_specs()) store(spec, spec.default_value, *this);
+}
+
+const Settings& default_settings() {
+  static const Settings kDefaults;
+  return kDefaults;
+}
+
+std::string setting_text(const SettingSpec& spec, const Settings& settings) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& value = settings.*member;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) return std::to_string(value);
+        else if constexpr (std::is_same_v<T, double>) {
+          std::ostringstream out;
+          out.precision(17);
+          out << value;
+          return out.str();
+        } else if constexpr (std::is_same_v<T, bool>) return value ? "1" : "0";
+        else return value;
+      },
+      spec.field);
+}
 
 const SettingSpec* find_setting(const std::string& env) {
-  for (const auto& s : kSpecs)
+  for (const auto& s : setting_specs())
     if (env == s.env) return &s;
   return nullptr;
 }
@@ -164,40 +168,22 @@ std::optional<std::string> validate_setting(const SettingSpec& spec, const std::
 }
 
 Settings read_settings(const EnvLookup& lookup) {
-  Settings s;
+  Settings settings;
   std::vector<std::string> errors;
-  auto get = [&](const char* env) -> std::optional<std::string> {
-    const SettingSpec* spec = find_setting(env);
-    const char* raw = lookup(env);
-    if (raw == nullptr) return std::nullopt;
-    if (auto err = validate_setting(*spec, raw)) {
-      errors.push_back(*err);
-      return std::nullopt;
-    }
-    return trim(raw);
-  };
-  if (auto v = get("HOROVOD_FUSION_THRESHOLD")) s.fusion_threshold_bytes = *parse_integer(*v);
-  if (auto v = get("HOROVOD_CYCLE_TIME")) s.cycle_time_ms = *parse_number(*v);
-  if (auto v = get("HOROVOD_CACHE_CAPACITY")) s.cache_capacity = *parse_integer(*v);
-  if (auto v = get("HOROVOD_TIMELINE")) s.timeline_path = *v;
-  if (auto v = get("HOROVOD_TIMELINE_MARK_CYCLES")) s.timeline_mark_cycles = *parse_flag(*v);
-  if (auto v = get("HOROVOD_TIMELINE_ALL_RANKS")) s.timeline_all_ranks = *parse_flag(*v);
-  if (auto v = get("HOROVOD_STALL_CHECK_DISABLE")) s.stall_check_disabled = *parse_flag(*v);
-  if (auto v = get("HOROVOD_STALL_CHECK_TIME_SECONDS")) s.stall_check_seconds = *parse_number(*v);
-  if (auto v = get("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")) s.stall_shutdown_seconds = *parse_number(*v);
-  if (auto v = get("HOROVOD_LIVENESS_TIMEOUT_SECONDS")) s.liveness_timeout_seconds = *parse_number(*v);
-  if (auto v = get("HOROVOD_START_TIMEOUT")) s.start_timeout_seconds = *parse_number(*v);
-  if (auto v = get("HOROVOD_HIERARCHICAL_ALLREDUCE")) s.hierarchical_allreduce = *parse_flag(*v);
-  if (auto v = get("HOROVOD_AUTOTUNE")) s.autotune = *parse_flag(*v);
-  if (auto v = get("HOROVOD_LOG_LEVEL"); v && !v->empty()) s.log_level = lower(*v);
-  if (auto v = get("HOROVOD_CPU_OPERATIONS")) s.cpu_operations = lower(*v);
-  if (auto v = get("HOROVOD_GPU_OPERATIONS")) s.gpu_operations = lower(*v);
+  for (const auto& spec : setting_specs()) {
+    const char* raw = lookup(spec.env);
+    if (raw == nullptr) continue;
+    if (auto error = validate_setting(spec, raw))
+      errors.push_back(*error);
+    else
+      store(spec, trim(raw), settings);
+  }
   if (!errors.empty()) {
     std::string message = "horovodcpp: bad environment setting";
     for (const auto& e : errors) message += "\n  " + e;
     throw Error(message);
   }
-  return s;
+  return settings;
 }
 
 std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>& names) {
@@ -206,7 +192,7 @@ std::vector<std::string> unknown_setting_warnings(const std::vector<std::string>
     if (name.rfind("HOROVOD_", 0) != 0 || find_setting(name) != nullptr) continue;
     const SettingSpec* closest = nullptr;
     std::size_t best = 0;
-    for (const auto& spec : kSpecs) {
+    for (const auto& spec : setting_specs()) {
       const std::string known = spec.env;
       // A name that is the start of a known one (or the reverse) is the likeliest typo.
       const bool prefix = known.rfind(name, 0) == 0 || name.rfind(known, 0) == 0;

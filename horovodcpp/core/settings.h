@@ -1,25 +1,66 @@
-// Every HOROVOD_* knob in one table: name, hvdrun flag, kind, default, accepted form. hvd::init
-// reads the environment through it once; hvdrun builds its flags and --help from it. A bad
-// value is an error naming the variable and the accepted form, never a silent default.
-// Depends on nothing but the standard library, so the launcher links it without MPI.
+// Every HOROVOD_* knob is declared once, in the table in settings.cc: variable, hvdrun flag,
+// kind (which fixes the check), default, accepted choices, whether every rank must agree on it,
+// the Settings member it fills, and help. The Settings defaults, read_settings, the agreement
+// check at init (settings_agreement.h), the options of the controller, stall inspector and
+// watchdog, and hvdrun's knob flags and --help all come from that table, so a default is
+// written exactly once. A bad value is an error naming the variable and the accepted form,
+// never a silent default. Depends on nothing but the standard library, so the launcher links
+// it without MPI.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace hvd::detail {
 
 enum class SettingKind { Bytes, Count, Milliseconds, Seconds, Flag, Path, Choice };
 
+// The values hvd::init() runs with. A default-constructed Settings holds every declared
+// default (the constructor applies the table); the braces below only zero the members, the
+// defaults are not written here.
+struct Settings {
+  Settings();
+
+  std::int64_t fusion_threshold_bytes{};
+  double cycle_time_ms{};
+  std::int64_t cache_capacity{};
+  std::string timeline_path;
+  bool timeline_mark_cycles{};
+  bool timeline_all_ranks{};
+  bool stall_check_disabled{};
+  double stall_check_seconds{};
+  double stall_shutdown_seconds{};
+  double liveness_timeout_seconds{};
+  double start_timeout_seconds{};
+  bool hierarchical_allreduce{};
+  bool autotune{};
+  std::string log_level;
+  std::string cpu_operations;    // "" (automatic) or "mpi"
+  std::string gpu_operations;    // "" (automatic), "nccl" or "mpi"
+  bool dynamic_process_sets{};   // hvd::add_process_set / remove_process_set allowed after init
+};
+
+// The Settings member a declaration fills; its type follows the kind (Bytes/Count: int64,
+// Milliseconds/Seconds: double, Flag: bool, Path/Choice: string).
+using SettingField = std::variant<std::int64_t Settings::*, double Settings::*, bool Settings::*,
+                                  std::string Settings::*>;
+
+// Whether ranks may differ: Shared settings shape the protocol or the collective schedule and
+// are compared across ranks at hvd::init() (settings_agreement.h).
+enum class SettingScope { PerRank, Shared };
+
 struct SettingSpec {
   const char* env;            // HOROVOD_FUSION_THRESHOLD
   const char* flag;           // hvdrun flag without dashes, or "" when the launcher has none
   SettingKind kind;
+  SettingField field;
   const char* default_value;  // as it would be written in the environment
   const char* choices;        // Choice: comma-separated accepted values (case-insensitive)
+  SettingScope scope;
   const char* help;
 };
 
@@ -30,24 +71,12 @@ const SettingSpec* find_setting(const std::string& env);
 // accepted form) or nothing when the value is good.
 std::optional<std::string> validate_setting(const SettingSpec& spec, const std::string& value);
 
-struct Settings {
-  std::int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
-  double cycle_time_ms = 1.0;
-  std::int64_t cache_capacity = 1024;
-  std::string timeline_path;
-  bool timeline_mark_cycles = false;
-  bool timeline_all_ranks = false;
-  bool stall_check_disabled = false;
-  double stall_check_seconds = 60.0;
-  double stall_shutdown_seconds = 0.0;
-  double liveness_timeout_seconds = 1800.0;  // c10d's default collective timeout
-  double start_timeout_seconds = 30.0;       // Horovod's HOROVOD_START_TIMEOUT default
-  bool hierarchical_allreduce = false;
-  bool autotune = false;
-  std::string log_level = "warning";
-  std::string cpu_operations;  // "" (automatic) or "mpi"
-  std::string gpu_operations;  // "" (automatic), "nccl" or "mpi"
-};
+// The value of spec's member in `settings`, written as the environment would write it
+// ("134217728", "2.5", "1", "warning"); used by the agreement check and the tests.
+std::string setting_text(const SettingSpec& spec, const Settings& settings);
+
+// The declared defaults, built once.
+const Settings& default_settings();
 
 using EnvLookup = std::function<const char*(const char* name)>;
 

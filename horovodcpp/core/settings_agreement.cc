@@ -6,13 +6,6 @@
 namespace hvd::detail {
 namespace {
 
-std::string number(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
-
 std::vector<std::uint8_t> encode_values(const AgreedValues& values) {
   std::string text;
   for (const auto& [name, value] : values) text += name + "=" + value + "\n";
@@ -44,17 +37,12 @@ std::string describe_values(const std::map<std::string, std::vector<int>>& ranks
 
 }  // namespace
 
-AgreedValues agreed_values(const Settings& s, const std::string& backends) {
-  return {
-      {"HOROVOD_FUSION_THRESHOLD", std::to_string(s.fusion_threshold_bytes)},
-      {"HOROVOD_CACHE_CAPACITY", std::to_string(s.cache_capacity)},
-      {"HOROVOD_CYCLE_TIME", number(s.cycle_time_ms)},
-      {"HOROVOD_HIERARCHICAL_ALLREDUCE", s.hierarchical_allreduce ? "1" : "0"},
-      {"HOROVOD_CPU_OPERATIONS", s.cpu_operations},
-      {"HOROVOD_GPU_OPERATIONS", s.gpu_operations},
-      {"HOROVOD_AUTOTUNE", s.autotune ? "1" : "0"},
-      {"backends compiled in", backends},
-  };
+AgreedValues agreed_values(const Settings& settings, const std::string& backends) {
+  AgreedValues values;
+  for (const auto& spec : setting_specs())
+    if (spec.scope == SettingScope::Shared) values.emplace_back(spec.env, setting_text(spec, settings));
+  values.emplace_back("backends compiled in", backends);
+  return values;
 }
 
 std::string describe_disagreement(const std::vector<AgreedValues>& values) {

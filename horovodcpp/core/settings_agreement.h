@@ -1,5 +1,6 @@
-// Settings every rank must share (they shape the wire protocol or the collective schedule:
-// fusion threshold, cache capacity, cycle time, hierarchical allreduce, the backends chosen, ...).
+// Settings every rank must share (declared SettingScope::Shared in settings_table.cc: they shape
+// the wire protocol or the collective schedule: fusion threshold, cache capacity, cycle time,
+// hierarchical allreduce, the backends chosen, ...), and the backends compiled in.
 // Ranks started with different environments (plain mpirun, per-node env files, MPMD) would
 // otherwise fuse differently or index different cache slots and compute with wrong data.
 // Checked once, collectively, at hvd::init() on the background thread.
@@ -14,7 +15,7 @@
 
 namespace hvd::detail {
 
-// (variable, effective value) for every setting that must agree.
+// (variable, effective value) for every Shared setting, in table order, then the backends.
 using AgreedValues = std::vector<std::pair<std::string, std::string>>;
 
 AgreedValues agreed_values(const Settings& settings, const std::string& backends);

@@ -9,12 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "core/settings.h"
+
 namespace hvd::detail {
 
+// From HOROVOD_STALL_CHECK_DISABLE, _CHECK_TIME_SECONDS and _SHUTDOWN_TIME_SECONDS; a
+// default-constructed one holds their declared defaults.
 struct StallOptions {
-  bool enabled = true;
-  double warning_seconds = 60.0;
-  double shutdown_seconds = 0.0;  // 0: never fatal
+  StallOptions() : StallOptions(default_settings()) {}
+  explicit StallOptions(const Settings& settings)
+      : enabled(!settings.stall_check_disabled),
+        warning_seconds(settings.stall_check_seconds),
+        shutdown_seconds(settings.stall_shutdown_seconds) {}
+
+  bool enabled;
+  double warning_seconds;
+  double shutdown_seconds;  // 0: never fatal
 };
 
 struct StalledTensor {

@@ -22,6 +22,18 @@ std::string whole_seconds(double s) { return std::to_string(static_cast<long lon
 
 }  // namespace
 
+WatchdogOptions::WatchdogOptions(const Settings& settings)
+    : warning_seconds(settings.stall_check_disabled ? 0.0 : settings.stall_check_seconds) {
+  const double stall = settings.stall_shutdown_seconds, liveness = settings.liveness_timeout_seconds;
+  if (stall > 0 && (liveness <= 0 || stall <= liveness)) {
+    fatal_seconds = stall;
+    fatal_setting = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS";
+  } else {
+    fatal_seconds = liveness;
+    fatal_setting = "HOROVOD_LIVENESS_TIMEOUT_SECONDS";
+  }
+}
+
 Watchdog::Watchdog(WatchdogOptions options, int rank, int size, LivenessChannel& channel, const Progress& progress,
                    FatalHandler on_fatal)
     : options_(std::move(options)),

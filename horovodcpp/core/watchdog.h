@@ -17,13 +17,20 @@
 
 #include "core/liveness_channel.h"
 #include "core/progress.h"
+#include "core/settings.h"
 
 namespace hvd::detail {
 
+// From the stall and liveness settings; a default-constructed one holds their declared defaults.
 struct WatchdogOptions {
-  double warning_seconds = 60.0;  // 0: no warning
-  double fatal_seconds = 1800.0;  // 0: never fatal
-  std::string fatal_setting;      // the variable that set fatal_seconds, for the message
+  WatchdogOptions() : WatchdogOptions(default_settings()) {}
+  // The warning follows the stall check; the fatal timeout is the shorter of a set
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS and HOROVOD_LIVENESS_TIMEOUT_SECONDS.
+  explicit WatchdogOptions(const Settings& settings);
+
+  double warning_seconds;     // 0: no warning
+  double fatal_seconds;       // 0: never fatal
+  std::string fatal_setting;  // the variable that set fatal_seconds, for the message
 };
 
 class Watchdog {

@@ -66,7 +66,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
                   "--stall-check-warning-time-seconds", "30",
                   "--stall-check-shutdown-time-seconds", "120", "--liveness-timeout-seconds", "600",
                   "--hierarchical-allreduce",
-                  "--autotune", "--log-level", "debug", "prog"});
+                  "--autotune", "--log-level", "debug", "--dynamic-process-sets", "prog"});
   CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
   CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
   CHECK(knob(o, "HOROVOD_CACHE_CAPACITY") == "0");
@@ -80,6 +80,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
   CHECK(knob(o, "HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
   CHECK(knob(o, "HOROVOD_AUTOTUNE") == "1");
   CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
+  CHECK(knob(o, "HOROVOD_DYNAMIC_PROCESS_SETS") == "1");
   // Every flag in the settings table was exercised above, each once.
   int with_flag = 0;
   for (const auto& s : hvd::detail::setting_specs()) with_flag += s.flag[0] != '\0';
@@ -171,4 +172,35 @@ TEST_CASE("--help lists every knob flag of the settings table; --version needs n
   CHECK_FALSE(parse({"-cb"}).version);
   CHECK_THAT(parse_error({"-cb=1"}), Catch::Contains("takes no value"));
   CHECK_THAT(parsed.help, Catch::Contains("-v,") && Catch::Contains("-cb"));
+}
+
+// The help text, written independently of knobs.cc, that each declaration must produce.
+static std::string expected_default(const hvd::detail::SettingSpec& s) {
+  const std::string value = s.default_value;
+  if (s.kind == hvd::detail::SettingKind::Flag) return value == "1" ? "on by default" : "off by default";
+  if (value.empty()) return "unset by default";
+  if (std::string(s.flag).size() > 3 && std::string(s.flag).substr(std::string(s.flag).size() - 3) == "-mb")
+    return "default " + std::to_string(std::stoll(value) / (1024 * 1024));
+  return "default " + value;
+}
+
+TEST_CASE("--help lists every declared setting with its default, on the line that names it") {
+  const std::string help = parse_command_line({"--help"}).help;
+  // A flag's description may start on the line after the flag; it ends at the next option.
+  auto entry = [&](const std::string& name) {
+    const auto at = help.find(name);
+    if (at == std::string::npos) return std::string();
+    const auto end = help.find("\n  -", at + 1), end2 = help.find("\n  HOROVOD_", at + 1);
+    return help.substr(at, std::min(end, end2) - at);
+  };
+  for (const auto& s : hvd::detail::setting_specs()) {
+    INFO(s.env);
+    const std::string text = entry(s.flag[0] != '\0' ? std::string("--") + s.flag + " " : std::string("  ") + s.env);
+    REQUIRE_FALSE(text.empty());
+    CHECK_THAT(text, Catch::Contains(s.env) && Catch::Contains(expected_default(s), Catch::CaseSensitive::No));
+  }
+  CHECK_THAT(entry("--fusion-threshold-mb "), Catch::Contains("default 128."));
+  CHECK_THAT(entry("--liveness-timeout-seconds "), Catch::Contains("default 1800."));
+  CHECK_THAT(entry("  HOROVOD_START_TIMEOUT"), Catch::Contains("Default 30."));
+  CHECK_THAT(entry("--dynamic-process-sets "), Catch::Contains("HOROVOD_DYNAMIC_PROCESS_SETS; off by default."));
 }

@@ -104,3 +104,78 @@ TEST_CASE("a misspelled HOROVOD_ variable gets a warning naming the closest one"
                               Catch::Contains("did you mean HOROVOD_STALL_CHECK_TIME_SECONDS?"));
   CHECK(warnings[2] == "HOROVOD_WHATEVER_ELSE_ENTIRELY_XYZ is not a horovodcpp setting and is ignored");
 }
+
+namespace {
+// A value each kind refuses, and a valid value different from `spec`'s default.
+std::string bad_value(const SettingSpec& spec) {
+  return spec.kind == SettingKind::Flag ? "maybe" : "bogus";
+}
+std::string other_value(const SettingSpec& spec) {
+  switch (spec.kind) {
+    case SettingKind::Bytes:
+    case SettingKind::Count:
+    case SettingKind::Seconds: return std::string(spec.default_value) == "7" ? "8" : "7";
+    case SettingKind::Milliseconds: return std::string(spec.default_value) == "2.5" ? "3.5" : "2.5";
+    case SettingKind::Flag: return std::string(spec.default_value) == "1" ? "0" : "1";
+    case SettingKind::Path: return "/tmp/other path.json";
+    case SettingKind::Choice: {
+      const std::string choices = spec.choices;
+      const std::string first = choices.substr(0, choices.find(','));
+      return first != spec.default_value ? first : choices.substr(choices.find(',') + 1, choices.find(',', first.size() + 1) - first.size() - 1);
+    }
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("every declaration: its default passes its check and is what an empty environment gives", "[settings]") {
+  const Settings empty = read({});
+  for (const auto& spec : setting_specs()) {
+    INFO(spec.env);
+    CHECK_FALSE(validate_setting(spec, spec.default_value).has_value());
+    // Written in the canonical form, so --help and the agreement message show it as declared.
+    CHECK(setting_text(spec, empty) == spec.default_value);
+    CHECK(setting_text(spec, Settings{}) == spec.default_value);
+    CHECK(setting_text(spec, default_settings()) == spec.default_value);
+  }
+}
+
+TEST_CASE("every declaration: a bad value is refused naming the variable", "[settings]") {
+  for (const auto& spec : setting_specs()) {
+    if (spec.kind == SettingKind::Path) continue;  // every path is accepted
+    INFO(spec.env);
+    const std::string bad = bad_value(spec);
+    CHECK_THROWS_WITH(read({{spec.env, bad}}), Catch::Contains(std::string(spec.env) + "='" + bad + "' is not valid"));
+  }
+}
+
+TEST_CASE("every declaration fills its own member and no other", "[settings]") {
+  for (const auto& spec : setting_specs()) {
+    INFO(spec.env);
+    const std::string value = other_value(spec);
+    REQUIRE(value != spec.default_value);
+    const Settings s = read({{spec.env, value}});
+    CHECK(setting_text(spec, s) == value);
+    for (const auto& other : setting_specs())
+      if (&other != &spec) CHECK(setting_text(other, s) == other.default_value);
+  }
+}
+
+TEST_CASE("HOROVOD_DYNAMIC_PROCESS_SETS: a flag, off by default, hvdrun --dynamic-process-sets", "[settings]") {
+  const SettingSpec* spec = find_setting("HOROVOD_DYNAMIC_PROCESS_SETS");
+  REQUIRE(spec != nullptr);
+  CHECK(std::string(spec->flag) == "dynamic-process-sets");
+  CHECK(spec->scope == SettingScope::Shared);
+  CHECK_FALSE(read({}).dynamic_process_sets);
+  CHECK(read({{"HOROVOD_DYNAMIC_PROCESS_SETS", "1"}}).dynamic_process_sets);
+}
+
+TEST_CASE("defaults of Horovod's knobs and c10d's liveness timeout", "[settings]") {
+  const Settings s = read({});
+  CHECK(s.liveness_timeout_seconds == 1800.0);
+  CHECK(s.start_timeout_seconds == 30.0);
+  CHECK_FALSE(s.stall_check_disabled);
+  CHECK(s.cpu_operations.empty());
+  CHECK(s.timeline_path.empty());
+  CHECK(read({{"HOROVOD_LOG_LEVEL", ""}}).log_level == "warning");  // empty choice: the default
+}
