@@ -136,25 +136,76 @@ class MpiAllreduce final : public MpiOp {
   }
 };
 
+// One MPI_Allgatherv for every tensor of a (possibly fused) response. response.first_dims holds
+// one block of per-rank first dimensions per tensor. A lone tensor is gathered where it lies;
+// several are packed (this rank's rows of each, in order) and unpacked from the gathered
+// per-rank blocks into each output.
 class MpiAllgather final : public MpiOp {
  public:
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    auto& e = entries.front();
-    const std::int64_t row_bytes = row_elements(e.input->shape()) * dtype_size(e.input->dtype());
-    std::vector<std::int64_t> bytes(response.first_dims.size());
-    TensorShape shape = e.input->shape();
-    shape[0] = 0;
-    for (std::size_t r = 0; r < bytes.size(); ++r) {
-      bytes[r] = response.first_dims[r] * row_bytes;
-      shape[0] += response.first_dims[r];
+    const int size = world_.size(), me = world_.rank();
+    if (response.first_dims.size() != entries.size() * static_cast<std::size_t>(size))
+      return Status::error("internal: the allgather response carries " + std::to_string(response.first_dims.size()) +
+                           " first dimensions for " + std::to_string(entries.size()) + " tensor(s) on " +
+                           std::to_string(size) + " ranks");
+    std::vector<std::int64_t> row_bytes(entries.size()), rank_bytes(size, 0);
+    for (std::size_t t = 0; t < entries.size(); ++t) {
+      auto& e = entries[t];
+      row_bytes[t] = row_elements(e.input->shape()) * dtype_size(e.input->dtype());
+      TensorShape shape = e.input->shape();
+      shape[0] = 0;
+      for (int r = 0; r < size; ++r) {
+        shape[0] += first_dim(response, t, r);
+        rank_bytes[r] += first_dim(response, t, r) * row_bytes[t];
+      }
+      allocate_output(e, shape);
     }
-    allocate_output(e, shape);
     std::vector<int> counts, displs;
-    if (!to_int_counts(bytes, &counts, &displs)) return too_large(e);
-    Activity a(context_.timeline, entries, "MPI_ALLGATHER");
-    return mpi_result(MPI_Allgatherv(e.input->data(), counts[world_.rank()], MPI_BYTE, e.output->data(),
-                                     counts.data(), displs.data(), MPI_BYTE, comm()),
+    if (!to_int_counts(rank_bytes, &counts, &displs)) return too_large(entries.front());
+    if (entries.size() == 1) {
+      auto& e = entries.front();
+      Activity a(context_.timeline, entries, "MPI_ALLGATHER");
+      return gather(e.input->data(), counts, displs, e.output->data());
+    }
+    const std::int64_t total = std::int64_t{displs.back()} + counts.back();
+    auto* send = static_cast<unsigned char*>(context_.host_fusion_buffer.get(static_cast<std::size_t>(rank_bytes[me] + total)));
+    unsigned char* recv = send + rank_bytes[me];
+    {
+      Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
+      unsigned char* at = send;
+      for (auto& e : entries) {
+        copy_bytes(at, e.input->data(), e.input->size_bytes());
+        at += e.input->size_bytes();
+      }
+    }
+    {
+      Activity a(context_.timeline, entries, "MPI_ALLGATHER");
+      Status s = gather(send, counts, displs, recv);
+      if (!s.is_ok()) return s;
+    }
+    Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
+    std::vector<std::int64_t> written(entries.size(), 0);  // bytes of each output filled so far
+    const unsigned char* at = recv;
+    for (int r = 0; r < size; ++r) {
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        const std::int64_t bytes = first_dim(response, t, r) * row_bytes[t];
+        copy_bytes(static_cast<unsigned char*>(entries[t].output->data()) + written[t], at, bytes);
+        written[t] += bytes;
+        at += bytes;
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  static std::int64_t first_dim(const Response& response, std::size_t tensor, int rank) {
+    const std::size_t ranks = response.first_dims.size() / (response.names.empty() ? 1 : response.names.size());
+    return response.first_dims[tensor * ranks + static_cast<std::size_t>(rank)];
+  }
+  Status gather(const void* send, const std::vector<int>& counts, const std::vector<int>& displs, void* recv) {
+    return mpi_result(MPI_Allgatherv(send, counts[world_.rank()], MPI_BYTE, recv, counts.data(), displs.data(),
+                                     MPI_BYTE, comm()),
                       "MPI_Allgatherv");
   }
 };
@@ -207,40 +258,78 @@ class MpiAlltoall final : public MpiOp {
   }
 };
 
+// One MPI_Reduce_scatter for every tensor of a (possibly fused) response. Rank r keeps rows
+// [offset_r, offset_r + n_r) of each tensor, the first N % size ranks one row more. A lone
+// unscaled tensor is scattered where it lies; otherwise the buffer holds, for each rank in turn,
+// that rank's rows of every tensor, so each rank receives one contiguous block.
 class MpiReducescatter final : public MpiOp {
  public:
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    auto& e = entries.front();
-    const int size = world_.size();
-    const DataType dtype = e.input->dtype();
-    const std::int64_t rows = e.input->shape().front();
-    const std::int64_t row = row_elements(e.input->shape());
-    std::vector<std::int64_t> counts(size);
-    for (int r = 0; r < size; ++r) counts[r] = (rows / size + (r < rows % size ? 1 : 0)) * row;
-    TensorShape shape = e.input->shape();
-    shape[0] = counts[world_.rank()] / (row == 0 ? 1 : row);
-    if (row == 0) shape[0] = rows / size + (world_.rank() < rows % size ? 1 : 0);
-    allocate_output(e, shape);
+    const int size = world_.size(), me = world_.rank();
+    const DataType dtype = response.dtype;
+    const std::int64_t esize = dtype_size(dtype);
+    // counts[t][r]: elements of tensor t that rank r keeps.
+    std::vector<std::vector<std::int64_t>> counts(entries.size(), std::vector<std::int64_t>(size));
+    std::vector<std::int64_t> rank_counts(size, 0);
+    for (std::size_t t = 0; t < entries.size(); ++t) {
+      auto& e = entries[t];
+      const std::int64_t rows = e.input->shape().front(), row = row_elements(e.input->shape());
+      for (int r = 0; r < size; ++r) {
+        counts[t][r] = (rows / size + (r < rows % size ? 1 : 0)) * row;
+        rank_counts[r] += counts[t][r];
+      }
+      TensorShape shape = e.input->shape();
+      shape[0] = rows / size + (me < rows % size ? 1 : 0);
+      allocate_output(e, shape);
+    }
     std::vector<int> int_counts, displs;
-    if (!to_int_counts(counts, &int_counts, &displs)) return too_large(e);
-    const void* send = e.input->data();
-    if (response.prescale_factor != 1.0) {
-      void* scratch = context_.host_fusion_buffer.get(static_cast<std::size_t>(e.input->size_bytes()));
-      copy_bytes(scratch, send, e.input->size_bytes());
-      scale_host_buffer(scratch, e.input->num_elements(), dtype, response.prescale_factor);
-      send = scratch;
+    if (!to_int_counts(rank_counts, &int_counts, &displs)) return too_large(entries.front());
+    const std::int64_t total = std::int64_t{displs.back()} + int_counts.back();
+    const bool direct = entries.size() == 1 && response.prescale_factor == 1.0;
+    const void* send = entries.front().input->data();
+    void* recv = entries.front().output->data();
+    if (!direct) {
+      auto* buffer = static_cast<unsigned char*>(
+          context_.host_fusion_buffer.get(static_cast<std::size_t>((total + rank_counts[me]) * esize)));
+      Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
+      pack(entries, counts, buffer, esize);
+      scale_host_buffer(buffer, total, dtype, response.prescale_factor);
+      send = buffer;
+      recv = buffer + total * esize;
     }
     {
       Activity a(context_.timeline, entries, "MPI_REDUCESCATTER");
-      Status s = mpi_result(MPI_Reduce_scatter(send, e.output->data(), int_counts.data(), world_.types().datatype(dtype),
+      Status s = mpi_result(MPI_Reduce_scatter(send, recv, int_counts.data(), world_.types().datatype(dtype),
                                                world_.types().reduce_op(dtype, response.reduce_op), comm()),
                             "MPI_Reduce_scatter");
       if (!s.is_ok()) return s;
     }
     const double average = response.reduce_op == ReduceOp::Average ? 1.0 / size : 1.0;
-    scale_host_buffer(e.output->data(), e.output->num_elements(), dtype, response.postscale_factor * average);
+    scale_host_buffer(recv, rank_counts[me], dtype, response.postscale_factor * average);
+    if (!direct) {
+      Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
+      const auto* at = static_cast<const unsigned char*>(recv);
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        copy_bytes(entries[t].output->data(), at, counts[t][me] * esize);
+        at += counts[t][me] * esize;
+      }
+    }
     return Status::ok();
+  }
+
+ private:
+  static void pack(const std::vector<TensorTableEntry>& entries, const std::vector<std::vector<std::int64_t>>& counts,
+                   unsigned char* buffer, std::int64_t esize) {
+    std::vector<std::int64_t> read(entries.size(), 0);  // elements of each input packed so far
+    for (std::size_t r = 0; r < counts.front().size(); ++r) {
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        copy_bytes(buffer, static_cast<const unsigned char*>(entries[t].input->data()) + read[t] * esize,
+                   counts[t][r] * esize);
+        buffer += counts[t][r] * esize;
+        read[t] += counts[t][r];
+      }
+    }
   }
 };
 

@@ -131,6 +131,26 @@ Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e) {
   return Handle(rt.enqueue(std::move(entries), {std::move(r)}));
 }
 
+// One handle for a group's entries, enqueued atomically; the coordinator releases the members
+// together once every rank has submitted all of them.
+Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<detail::TensorTableEntry> entries) {
+  std::vector<detail::Request> requests;
+  for (const auto& e : entries) {
+    detail::Request r = make_request(e);
+    r.group = group;
+    r.group_size = static_cast<int>(entries.size());
+    requests.push_back(std::move(r));
+  }
+  return Handle(rt.enqueue(std::move(entries), std::move(requests)));
+}
+
+void check_group_counts(const char* what, const std::string& group, std::size_t inputs, std::size_t ready) {
+  if (inputs == 0) throw Error(std::string(what) + " '" + group + "': no tensors given");
+  if (ready != 0 && ready != inputs)
+    throw Error(std::string(what) + " '" + group + "': " + std::to_string(ready) + " ready events for " +
+                std::to_string(inputs) + " tensors");
+}
+
 std::string name_or_generated(detail::Runtime& rt, const std::string& name, const char* prefix) {
   check_name(prefix, name);
   return name.empty() ? rt.generate_name(prefix) : name;
@@ -201,15 +221,11 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
                                const AllreduceOptions& options, std::vector<ReadyEventPtr> ready) {
   auto& rt = runtime("hvd::grouped_allreduce");
   const std::string group = name_or_generated(rt, options.name, "grouped_allreduce");
-  if (inputs.empty()) throw Error("grouped_allreduce '" + group + "': no tensors given");
+  check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
   if (outputs.size() != inputs.size())
     throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
                 std::to_string(outputs.size()) + " outputs");
-  if (!ready.empty() && ready.size() != inputs.size())
-    throw Error("grouped_allreduce '" + group + "': " + std::to_string(ready.size()) + " ready events for " +
-                std::to_string(inputs.size()) + " tensors");
   std::vector<detail::TensorTableEntry> entries;
-  std::vector<detail::Request> requests;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string name = group + "." + std::to_string(i);
     check_input("grouped_allreduce", name, inputs[i]);
@@ -219,13 +235,49 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
     e.reduce_op = options.op;
     e.prescale_factor = options.prescale_factor;
     e.postscale_factor = options.postscale_factor;
-    detail::Request r = make_request(e);
-    r.group = group;
-    r.group_size = static_cast<int>(inputs.size());
-    requests.push_back(std::move(r));
     entries.push_back(std::move(e));
   }
-  return Handle(rt.enqueue(std::move(entries), std::move(requests)));
+  return enqueue_group(rt, group, std::move(entries));
+}
+
+Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
+                               const AllgatherOptions& options, std::vector<ReadyEventPtr> ready) {
+  auto& rt = runtime("hvd::grouped_allgather");
+  const std::string group = name_or_generated(rt, options.name, "grouped_allgather");
+  check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
+  std::vector<detail::TensorTableEntry> entries;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = group + "." + std::to_string(i);
+    check_input("grouped_allgather", name, inputs[i]);
+    if (inputs[i]->shape().empty())
+      throw Error("grouped_allgather of '" + name + "': the input is a scalar; allgather needs at least one dimension");
+    auto e = make_entry(detail::RequestType::Allgather, name, inputs[i], nullptr, ready.empty() ? nullptr : ready[i]);
+    e.allocate_output = allocate_output;
+    entries.push_back(std::move(e));
+  }
+  return enqueue_group(rt, group, std::move(entries));
+}
+
+Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
+                                   const ReducescatterOptions& options, std::vector<ReadyEventPtr> ready) {
+  auto& rt = runtime("hvd::grouped_reducescatter");
+  const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter");
+  check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
+  std::vector<detail::TensorTableEntry> entries;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = group + "." + std::to_string(i);
+    check_input("grouped_reducescatter", name, inputs[i]);
+    if (inputs[i]->shape().empty())
+      throw Error("grouped_reducescatter of '" + name + "': the input is a scalar; it needs a first dimension");
+    auto e = make_entry(detail::RequestType::Reducescatter, name, inputs[i], nullptr,
+                        ready.empty() ? nullptr : ready[i]);
+    e.allocate_output = allocate_output;
+    e.reduce_op = options.op;
+    e.prescale_factor = options.prescale_factor;
+    e.postscale_factor = options.postscale_factor;
+    entries.push_back(std::move(e));
+  }
+  return enqueue_group(rt, group, std::move(entries));
 }
 
 Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const AllgatherOptions& options,

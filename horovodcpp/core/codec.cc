@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/collective_traits.h"
+
 namespace hvd::detail {
 namespace {
 
@@ -177,7 +179,7 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
   for (std::uint32_t i = 0; i < n; ++i) {
     Request r;
     r.rank = rd.pod<std::int32_t>("rank");
-    r.type = rd.enumeration(RequestType::Barrier, "request type");
+    r.type = rd.enumeration(last_request_type(), "request type");
     r.name = rd.str("name");
     r.dtype = rd.enumeration(DataType::Float64, "dtype");
     r.shape = rd.shape("shape");

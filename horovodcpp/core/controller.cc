@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/codec.h"
+#include "core/collective_traits.h"
 #include "core/fusion.h"
 #include "core/logging.h"
 #include "timeline/timeline.h"
@@ -19,9 +20,7 @@ constexpr std::uint64_t kFlagCoordinatorDue = 8;
 constexpr std::uint64_t kFlagBusy = 16;  // the rank has anything new or in flight
 
 // Group members must be released together by the coordinator, so none of them is cached.
-bool cacheable(const Request& r) {
-  return r.type != RequestType::Join && r.type != RequestType::Barrier && r.group.empty();
-}
+bool cacheable(const Request& r) { return traits_of(r.type).cacheable && r.group.empty(); }
 
 void set_bit(std::vector<std::uint64_t>& words, std::size_t offset, std::size_t bit) {
   words[offset + bit / 64] |= (std::uint64_t{1} << (bit % 64));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/codec.h"
+#include "core/collective_traits.h"
 #include "core/request_checks.h"
 #include "timeline/timeline.h"
 
@@ -117,7 +118,7 @@ Response Coordinator::build_response(const std::string& name, const TableEntry& 
   r.prescale_factor = first.prescale_factor;
   r.postscale_factor = first.postscale_factor;
   r.root = first.root;
-  if (first.type == RequestType::Allgather) {
+  if (traits_of(first.type).per_rank_first_dim) {
     r.first_dims.assign(size_, 0);
     for (const auto& req : entry.requests) r.first_dims[req.rank] = req.shape.front();
   }
@@ -169,7 +170,8 @@ std::string Coordinator::check_group_sizes(const std::string& group) const {
       if (r.group_size == reference->group_size) continue;
       const Request& low = r.rank < reference->rank ? r : *reference;
       const Request& high = r.rank < reference->rank ? *reference : r;
-      return "Mismatched group sizes for grouped allreduce '" + display_name(group) + "': rank " + std::to_string(low.rank) +
+      return std::string("Mismatched group sizes for grouped ") + traits_of(r.type).name + " '" +
+             display_name(group) + "': rank " + std::to_string(low.rank) +
              " submitted " + std::to_string(low.group_size) + " tensors, rank " + std::to_string(high.rank) +
              " submitted " + std::to_string(high.group_size);
     }

@@ -1,46 +1,17 @@
 #include "core/message.h"
 
+#include "core/collective_traits.h"
+
 namespace hvd::detail {
 
-const char* request_type_name(RequestType type) {
-  switch (type) {
-    case RequestType::Allreduce: return "ALLREDUCE";
-    case RequestType::Allgather: return "ALLGATHER";
-    case RequestType::Broadcast: return "BROADCAST";
-    case RequestType::Alltoall: return "ALLTOALL";
-    case RequestType::Reducescatter: return "REDUCESCATTER";
-    case RequestType::Join: return "JOIN";
-    case RequestType::Barrier: return "BARRIER";
-  }
-  return "UNKNOWN";
-}
+const char* request_type_name(RequestType type) { return traits_of(type).name; }
 
 const char* response_type_name(ResponseType type) {
-  switch (type) {
-    case ResponseType::Allreduce: return "ALLREDUCE";
-    case ResponseType::Allgather: return "ALLGATHER";
-    case ResponseType::Broadcast: return "BROADCAST";
-    case ResponseType::Alltoall: return "ALLTOALL";
-    case ResponseType::Reducescatter: return "REDUCESCATTER";
-    case ResponseType::Join: return "JOIN";
-    case ResponseType::Barrier: return "BARRIER";
-    case ResponseType::Error: return "ERROR";
-  }
-  return "UNKNOWN";
+  const CollectiveTraits* traits = find_traits(type);
+  return traits != nullptr ? traits->name : "ERROR";
 }
 
-ResponseType response_type_for(RequestType type) {
-  switch (type) {
-    case RequestType::Allreduce: return ResponseType::Allreduce;
-    case RequestType::Allgather: return ResponseType::Allgather;
-    case RequestType::Broadcast: return ResponseType::Broadcast;
-    case RequestType::Alltoall: return ResponseType::Alltoall;
-    case RequestType::Reducescatter: return ResponseType::Reducescatter;
-    case RequestType::Join: return ResponseType::Join;
-    case RequestType::Barrier: return ResponseType::Barrier;
-  }
-  return ResponseType::Error;
-}
+ResponseType response_type_for(RequestType type) { return traits_of(type).response; }
 
 bool Request::operator==(const Request& o) const { return rank == o.rank && same_collective(o); }
 

@@ -58,7 +58,7 @@ struct Response {
   ResponseType type = ResponseType::Allreduce;
   std::vector<std::string> names;  // several when fused
   std::vector<TensorShape> shapes;  // one per name: lets joined ranks contribute zeros
-  std::vector<std::int64_t> first_dims;  // allgather: first dimension on each rank
+  std::vector<std::int64_t> first_dims;  // allgather: first dimension on each rank, per tensor when fused
   DataType dtype = DataType::Float32;
   std::int32_t device = kCpuDevice;
   ReduceOp reduce_op = ReduceOp::Sum;

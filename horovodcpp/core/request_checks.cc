@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/collective_traits.h"
+
 namespace hvd::detail {
 namespace {
 
@@ -36,14 +38,14 @@ std::string check_requests(const std::vector<Request>& arrived, int size, const 
   std::vector<Request> requests = arrived;
   std::sort(requests.begin(), requests.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
   const Request& a = requests.front();
+  const CollectiveTraits& traits = traits_of(a.type);
   for (const Request& b : requests) {
     if (b.type != a.type)
       return mismatch("collective operations", a, b, request_type_name(a.type), request_type_name(b.type));
     if (b.dtype != a.dtype) return mismatch("data types", a, b, dtype_name(a.dtype), dtype_name(b.dtype));
     if ((a.device == kCpuDevice) != (b.device == kCpuDevice))
       return mismatch("devices", a, b, device_kind(a.device), device_kind(b.device));
-    const bool per_rank_first_dim = a.type == RequestType::Allgather || a.type == RequestType::Alltoall;
-    if (per_rank_first_dim) {
+    if (traits.per_rank_first_dim) {
       if (a.shape.empty() || b.shape.empty())
         return "Tensor '" + display_name(a.name) + "' (" + request_type_name(a.type) + ") needs at least one dimension; rank " +
                std::to_string(a.shape.empty() ? a.rank : b.rank) + " passed a scalar";
@@ -53,20 +55,20 @@ std::string check_requests(const std::vector<Request>& arrived, int size, const 
     } else if (b.shape != a.shape) {
       return mismatch("shapes", a, b, shape_string(a.shape), shape_string(b.shape));
     }
-    if ((a.type == RequestType::Allreduce || a.type == RequestType::Reducescatter) && b.reduce_op != a.reduce_op)
+    if (traits.reduces && b.reduce_op != a.reduce_op)
       return mismatch("reduce ops", a, b, reduce_op_name(a.reduce_op), reduce_op_name(b.reduce_op));
     if (b.prescale_factor != a.prescale_factor)
       return mismatch("prescale factors", a, b, scale(a.prescale_factor), scale(b.prescale_factor));
     if (b.postscale_factor != a.postscale_factor)
       return mismatch("postscale factors", a, b, scale(a.postscale_factor), scale(b.postscale_factor));
-    if (a.type == RequestType::Broadcast && b.root != a.root)
+    if (traits.needs_root && b.root != a.root)
       return mismatch("broadcast roots", a, b, "root " + std::to_string(a.root), "root " + std::to_string(b.root));
     if (b.group != a.group)
       return mismatch("groups", a, b, "'" + display_name(a.group) + "'", "'" + display_name(b.group) + "'");
   }
-  if (a.type == RequestType::Reducescatter && (a.shape.empty()))
-    return "Tensor '" + display_name(a.name) + "' (REDUCESCATTER) needs at least one dimension";
-  if (!joined.empty() && a.type != RequestType::Allreduce) {
+  if (traits.needs_first_dim && !traits.per_rank_first_dim && a.shape.empty())
+    return "Tensor '" + display_name(a.name) + "' (" + traits.name + ") needs at least one dimension";
+  if (!joined.empty() && !traits.joinable) {
     std::ostringstream out;
     out << "Tensor '" << display_name(a.name) << "' (" << request_type_name(a.type) << ") cannot run while rank"
         << (joined.size() > 1 ? "s " : " ");

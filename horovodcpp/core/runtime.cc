@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/collective_traits.h"
 #include "core/logging.h"
 #include "core/settings_agreement.h"
 
@@ -371,14 +372,15 @@ std::vector<TensorTableEntry> Runtime::entries_for(const Response& response) {
       entries.push_back(std::move(taken.front()));
       continue;
     }
-    if (response.type == ResponseType::Error || response.type == ResponseType::Join) continue;
-    if (!(joined_ && response.type == ResponseType::Allreduce))
+    const CollectiveTraits* traits = find_traits(response.type);
+    if (traits == nullptr || !traits->has_tensor) continue;
+    if (!(joined_ && traits->joinable))
       log_error("internal: no local entry for tensor '" + response.names[i] + "' in a " +
                 response_type_name(response.type) + " response; contributing zeros");
-    // A joined rank contributes zeros to allreduces it no longer submits.
+    // A joined rank contributes zeros to the joinable collectives it no longer submits.
     TensorTableEntry standin;
     standin.name = response.names[i];
-    standin.type = RequestType::Allreduce;
+    standin.type = traits->request;
     standin.input = HostTensor::allocate(response.dtype, response.shapes.at(i));
     standin.output = standin.input;
     standin.reduce_op = response.reduce_op;
@@ -434,7 +436,7 @@ void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& statu
       timeline_.end_op(e.name, args);
     }
     if (!e.handle) continue;
-    if (e.type == RequestType::Alltoall) e.handle->received_splits = e.received_splits;
+    if (!e.received_splits.empty()) e.handle->received_splits = e.received_splits;  // alltoall
     e.handle->complete_entry(e.handle_index, status, e.output);
   }
 }

@@ -62,6 +62,31 @@ Handle grouped_into(const std::vector<at::Tensor>& tensors, const std::vector<at
   return make_handle(std::move(core), outputs);
 }
 
+// The core inputs, ready events and one allocator for a grouped allgather or reducescatter.
+struct GroupInputs {
+  std::vector<TensorPtr> in;
+  std::vector<ReadyEventPtr> ready;
+  OutputAllocator allocate;
+};
+
+GroupInputs group_inputs(const std::vector<at::Tensor>& tensors, const char* what, const std::string& group) {
+  GroupInputs g;
+  bool any_cuda = false;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string name = (group.empty() ? std::string(what) : group) + "." + std::to_string(i);
+    check_tensor(tensors[i], what, name);
+    if (tensors[i].device() != tensors.front().device())
+      throw Error(std::string(what) + " of '" + name + "': on " + tensors[i].device().str() + " but member 0 is on " +
+                  tensors.front().device().str() + "; every tensor of a group must be on the same device");
+    g.in.push_back(wrap(tensors[i]));
+    g.ready.push_back(ready_event(tensors[i]));
+    any_cuda = any_cuda || tensors[i].is_cuda();
+  }
+  if (!any_cuda) g.ready.clear();
+  if (!tensors.empty()) g.allocate = detail::torch_allocator(tensors.front());
+  return g;
+}
+
 Handle broadcast_into(const at::Tensor& tensor, const at::Tensor& output, const BroadcastOptions& options) {
   check_tensor(tensor, "broadcast", options.name);
   auto core = hvd::broadcast_async(wrap(tensor), tensor.is_same(output) ? wrap(tensor) : wrap(output), options,
@@ -188,6 +213,27 @@ Handle reducescatter_async(const at::Tensor& tensor, const ReducescatterOptions&
 
 at::Tensor reducescatter(const at::Tensor& tensor, const ReducescatterOptions& options) {
   return reducescatter_async(tensor, options).wait();
+}
+
+Handle grouped_allgather_async(const std::vector<at::Tensor>& tensors, const AllgatherOptions& options) {
+  GroupInputs g = group_inputs(tensors, "grouped_allgather", options.name);
+  auto core = hvd::grouped_allgather_async(std::move(g.in), std::move(g.allocate), options, std::move(g.ready));
+  return make_handle(std::move(core), {}, true);
+}
+
+std::vector<at::Tensor> grouped_allgather(const std::vector<at::Tensor>& tensors, const AllgatherOptions& options) {
+  return grouped_allgather_async(tensors, options).wait_all();
+}
+
+Handle grouped_reducescatter_async(const std::vector<at::Tensor>& tensors, const ReducescatterOptions& options) {
+  GroupInputs g = group_inputs(tensors, "grouped_reducescatter", options.name);
+  auto core = hvd::grouped_reducescatter_async(std::move(g.in), std::move(g.allocate), options, std::move(g.ready));
+  return make_handle(std::move(core), {}, true);
+}
+
+std::vector<at::Tensor> grouped_reducescatter(const std::vector<at::Tensor>& tensors,
+                                              const ReducescatterOptions& options) {
+  return grouped_reducescatter_async(tensors, options).wait_all();
 }
 
 }  // namespace hvd::torch

@@ -154,3 +154,36 @@ TEST_CASE("an output allocator that returns the wrong tensor fails that operatio
   CHECK_THAT(m, Catch::Contains("'bad.allocator'") && Catch::Contains("int8[1]"));
   require_next_operation_works("after.allocator");
 }
+
+TEST_CASE("a mismatch inside a grouped allgather or reducescatter fails the group on every rank", "[errors][grouped]") {
+  const bool first = hvd::rank() == 0;
+  SECTION("grouped allgather trailing dimensions") {
+    std::vector<TensorPtr> ins = {HostTensor::allocate(DataType::Float32, {2, 3}),
+                                  HostTensor::allocate(DataType::Float32, {1, first ? 4 : 5})};
+    auto m = failure_of(grouped_allgather_async(ins, host_allocator(), {"bad.gag"}));
+    CHECK_THAT(m, Catch::Contains("'bad.gag.1'") && Catch::Contains("ALLGATHER") &&
+                      Catch::Contains("rank 0 has [1, 4]") && Catch::Contains("rank 1 has [1, 5]"));
+  }
+  SECTION("grouped reducescatter shapes") {
+    std::vector<TensorPtr> ins = {HostTensor::allocate(DataType::Float32, {first ? 4 : 6, 2}),
+                                  HostTensor::allocate(DataType::Float32, {4})};
+    auto m = failure_of(grouped_reducescatter_async(ins, host_allocator(), {ReduceOp::Sum, "bad.grs"}));
+    CHECK_THAT(m, Catch::Contains("'bad.grs.0'") && Catch::Contains("REDUCESCATTER") &&
+                      Catch::Contains("rank 0 has [4, 2]") && Catch::Contains("rank 1 has [6, 2]"));
+  }
+  SECTION("grouped reducescatter reduce ops") {
+    std::vector<TensorPtr> ins = {HostTensor::allocate(DataType::Float32, {4})};
+    auto m = failure_of(grouped_reducescatter_async(ins, host_allocator(), {first ? ReduceOp::Sum : ReduceOp::Max, "bad.grsop"}));
+    CHECK_THAT(m, Catch::Contains("'bad.grsop.0'") && Catch::Contains("reduce ops") &&
+                      Catch::Contains("rank 0 has Sum") && Catch::Contains("rank 1 has Max"));
+  }
+  SECTION("grouped allgather sizes") {
+    std::vector<TensorPtr> ins;
+    for (int k = 0; k < (first ? 1 : 2); ++k) ins.push_back(HostTensor::allocate(DataType::Float32, {2}));
+    auto m = failure_of(grouped_allgather_async(ins, host_allocator(), {"bad.gagsize"}));
+    CHECK_THAT(m, Catch::Contains("group sizes") && Catch::Contains("grouped ALLGATHER") &&
+                      Catch::Contains("'bad.gagsize'") && Catch::Contains("rank 0 submitted 1") &&
+                      Catch::Contains("submitted 2"));
+  }
+  require_next_operation_works("after.grouped");
+}

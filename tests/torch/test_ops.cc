@@ -165,6 +165,40 @@ TEST_CASE("reducescatter keeps this rank's block of the reduction", "[ops]") {
   }
 }
 
+TEST_CASE("grouped_allgather and grouped_reducescatter: every member against the closed form", "[ops][grouped]") {
+  const int size = hvd::size();
+  const int rank = hvd::rank();
+  for (auto type : kAllTypes) {
+    INFO("dtype " << type_name(type));
+    // Member k: this rank's rank + k rows of k + 2 columns, all 10 * rank + k.
+    std::vector<torch::Tensor> mine;
+    for (int k = 0; k < 3; ++k) mine.push_back(torch::full({rank + k, k + 2}, 10.0 * rank + k, torch::kFloat64).to(type));
+    auto gathered = ht::grouped_allgather(mine, {"gag." + type_name(type)});
+    REQUIRE(gathered.size() == 3);
+    for (int k = 0; k < 3; ++k) {
+      std::vector<torch::Tensor> parts;
+      for (int r = 0; r < size; ++r) parts.push_back(torch::full({r + k, k + 2}, 10.0 * r + k, torch::kFloat64));
+      CHECK(gathered[k].scalar_type() == type);
+      CHECK(torch::equal(gathered[k].to(torch::kFloat64), torch::cat(parts)));
+    }
+  }
+  for (auto type : {torch::kInt32, torch::kFloat32, torch::kFloat64, torch::kBFloat16}) {
+    INFO("dtype " << type_name(type));
+    const std::vector<std::int64_t> rows = {2 * size + 1, size, 1};
+    std::vector<torch::Tensor> mine;
+    for (auto n : rows) mine.push_back(ramp(n, rank + 1).unsqueeze(1).repeat({1, 2}).to(type));
+    auto handle = ht::grouped_reducescatter_async(mine, {hvd::ReduceOp::Sum, "grs." + type_name(type)});
+    auto outs = handle.wait_all();
+    REQUIRE(outs.size() == rows.size());
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::int64_t n = rows[k], count = n / size + (rank < n % size ? 1 : 0);
+      const std::int64_t first = rank * (n / size) + std::min<std::int64_t>(rank, n % size);
+      auto expected = ramp(n, size * (size + 1) / 2.0).unsqueeze(1).repeat({1, 2}).slice(0, first, first + count);
+      CHECK(torch::equal(outs[k].to(torch::kFloat64), expected));
+    }
+  }
+}
+
 TEST_CASE("async ops hand back their outputs through the handle", "[ops]") {
   const int size = hvd::size();
   const int rank = hvd::rank();

@@ -165,6 +165,15 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output,
                       const AlltoallOptions& options = {}, ReadyEventPtr ready = nullptr);
 Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output,
                            const ReducescatterOptions& options = {}, ReadyEventPtr ready = nullptr);
+// Grouped allgather / reducescatter: every tensor enqueued atomically under one handle and
+// negotiated as one group (options.name names the group; member i is "NAME.i"); the group's
+// tensors fuse into one backend call up to HOROVOD_FUSION_THRESHOLD. Outputs come from
+// allocate_output, in the order of the inputs (Handle::outputs()).
+Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
+                               const AllgatherOptions& options = {}, std::vector<ReadyEventPtr> ready = {});
+Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
+                                   const ReducescatterOptions& options = {},
+                                   std::vector<ReadyEventPtr> ready = {});
 
 // Blocks until every rank has called barrier().
 void barrier();

@@ -102,6 +102,15 @@ Handle alltoall_async(const at::Tensor& tensor, const AlltoallOptions& options =
 at::Tensor reducescatter(const at::Tensor& tensor, const ReducescatterOptions& options = {});
 Handle reducescatter_async(const at::Tensor& tensor, const ReducescatterOptions& options = {});
 
+// Grouped allgather / reducescatter: one negotiation and one handle for the whole list (names
+// are "<name>.<index>"; Handle::wait_all() gives the results in order), fused into one backend
+// call up to HOROVOD_FUSION_THRESHOLD. Every tensor must be on the same device.
+std::vector<at::Tensor> grouped_allgather(const std::vector<at::Tensor>& tensors, const AllgatherOptions& options = {});
+Handle grouped_allgather_async(const std::vector<at::Tensor>& tensors, const AllgatherOptions& options = {});
+std::vector<at::Tensor> grouped_reducescatter(const std::vector<at::Tensor>& tensors,
+                                              const ReducescatterOptions& options = {});
+Handle grouped_reducescatter_async(const std::vector<at::Tensor>& tensors, const ReducescatterOptions& options = {});
+
 // --- state helpers -----------------------------------------------------------------------------
 
 // Overwrites every tensor with root's values (in place; one broadcast per tensor, all started
