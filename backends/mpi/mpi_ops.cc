@@ -66,7 +66,9 @@ class MpiOp : public CollectiveOp {
   }
 
  protected:
-  MPI_Comm comm() const { return world_.global_comm(); }
+  // The group whose response runs (the world or a process set), as the Runtime set it.
+  const Communicator& group() const { return *context_.communicator; }
+  MPI_Comm comm() const { return mpi_comm(group()); }
   MpiWorld& world_;
   OpContext& context_;
 };
@@ -130,7 +132,7 @@ class MpiAllreduce final : public MpiOp {
     scale_host_buffer(buffer, count, response.dtype, response.prescale_factor);
     Status status = world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
     if (!status.is_ok()) return status;
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / world_.size() : 1.0;
+    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group().size() : 1.0;
     scale_host_buffer(buffer, count, response.dtype, response.postscale_factor * average);
     return Status::ok();
   }
@@ -153,7 +155,7 @@ class MpiAllgather final : public MpiOp {
     std::vector<int> counts, displs;
     if (!to_int_counts(bytes, &counts, &displs)) return too_large(e);
     Activity a(context_.timeline, entries, "MPI_ALLGATHER");
-    return mpi_result(MPI_Allgatherv(e.input->data(), counts[world_.rank()], MPI_BYTE, e.output->data(),
+    return mpi_result(MPI_Allgatherv(e.input->data(), counts[group().rank()], MPI_BYTE, e.output->data(),
                                      counts.data(), displs.data(), MPI_BYTE, comm()),
                       "MPI_Allgatherv");
   }
@@ -165,7 +167,7 @@ class MpiBroadcast final : public MpiOp {
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
     auto& e = entries.front();
     const std::int64_t total = e.input->size_bytes();
-    if (world_.rank() == response.root && e.input->data() != e.output->data())
+    if (group().rank() == response.root && e.input->data() != e.output->data())
       copy_bytes(e.output->data(), e.input->data(), total);
     Activity a(context_.timeline, entries, "MPI_BCAST");
     auto* bytes = static_cast<unsigned char*>(e.output->data());
@@ -183,7 +185,7 @@ class MpiAlltoall final : public MpiOp {
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response&) override {
     auto& e = entries.front();
-    const int size = world_.size();
+    const int size = group().size();
     std::vector<std::int64_t> received(size);
     Status s = mpi_result(MPI_Alltoall(e.splits.data(), 1, MPI_INT64_T, received.data(), 1, MPI_INT64_T, comm()),
                           "MPI_Alltoall");
@@ -212,15 +214,15 @@ class MpiReducescatter final : public MpiOp {
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
     auto& e = entries.front();
-    const int size = world_.size();
+    const int size = group().size();
     const DataType dtype = e.input->dtype();
     const std::int64_t rows = e.input->shape().front();
     const std::int64_t row = row_elements(e.input->shape());
     std::vector<std::int64_t> counts(size);
     for (int r = 0; r < size; ++r) counts[r] = (rows / size + (r < rows % size ? 1 : 0)) * row;
     TensorShape shape = e.input->shape();
-    shape[0] = counts[world_.rank()] / (row == 0 ? 1 : row);
-    if (row == 0) shape[0] = rows / size + (world_.rank() < rows % size ? 1 : 0);
+    shape[0] = counts[group().rank()] / (row == 0 ? 1 : row);
+    if (row == 0) shape[0] = rows / size + (group().rank() < rows % size ? 1 : 0);
     allocate_output(e, shape);
     std::vector<int> int_counts, displs;
     if (!to_int_counts(counts, &int_counts, &displs)) return too_large(e);

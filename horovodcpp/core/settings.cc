@@ -39,6 +39,8 @@ const std::vector<SettingSpec> kSpecs = {
      "(0: wait without limit; hvdrun --start-timeout sets it)."},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "hierarchical-allreduce", SettingKind::Flag, "0", "",
      "Allreduce within each node, then across nodes, then within each node again."},
+    {"HOROVOD_DYNAMIC_PROCESS_SETS", "dynamic-process-sets", SettingKind::Flag, "0", "",
+     "Allow hvd::add_process_set() and hvd::remove_process_set() after hvd::init()."},
     {"HOROVOD_AUTOTUNE", "autotune", SettingKind::Flag, "0", "",
      "Tune the fusion threshold and cycle time while training."},
     {"HOROVOD_LOG_LEVEL", "log-level", SettingKind::Choice, "warning",
@@ -189,6 +191,7 @@ Settings read_settings(const EnvLookup& lookup) {
   if (auto v = get("HOROVOD_START_TIMEOUT")) s.start_timeout_seconds = *parse_number(*v);
   if (auto v = get("HOROVOD_HIERARCHICAL_ALLREDUCE")) s.hierarchical_allreduce = *parse_flag(*v);
   if (auto v = get("HOROVOD_AUTOTUNE")) s.autotune = *parse_flag(*v);
+  if (auto v = get("HOROVOD_DYNAMIC_PROCESS_SETS")) s.dynamic_process_sets = *parse_flag(*v);
   if (auto v = get("HOROVOD_LOG_LEVEL"); v && !v->empty()) s.log_level = lower(*v);
   if (auto v = get("HOROVOD_CPU_OPERATIONS")) s.cpu_operations = lower(*v);
   if (auto v = get("HOROVOD_GPU_OPERATIONS")) s.gpu_operations = lower(*v);

@@ -44,6 +44,7 @@ struct Settings {
   double start_timeout_seconds = 30.0;       // Horovod's HOROVOD_START_TIMEOUT default
   bool hierarchical_allreduce = false;
   bool autotune = false;
+  bool dynamic_process_sets = false;  // HOROVOD_DYNAMIC_PROCESS_SETS
   std::string log_level = "warning";
   std::string cpu_operations;  // "" (automatic) or "mpi"
   std::string gpu_operations;  // "" (automatic), "nccl" or "mpi"

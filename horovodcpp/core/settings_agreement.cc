@@ -53,6 +53,7 @@ AgreedValues agreed_values(const Settings& s, const std::string& backends) {
       {"HOROVOD_CPU_OPERATIONS", s.cpu_operations},
       {"HOROVOD_GPU_OPERATIONS", s.gpu_operations},
       {"HOROVOD_AUTOTUNE", s.autotune ? "1" : "0"},
+      {"HOROVOD_DYNAMIC_PROCESS_SETS", s.dynamic_process_sets ? "1" : "0"},
       {"backends compiled in", backends},
   };
 }
