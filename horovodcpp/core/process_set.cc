@@ -75,7 +75,7 @@ std::string ProcessSet::describe() const {
   if (id < 0)
     return std::string(identity_->removed.load() ? "removed" : "unregistered") + " process set (ranks " +
            detail::ranks_string(identity_->ranks) + ")";
-  return detail::describe_process_set(id, identity_->ranks);
+  return detail::describe_process_set(id, ranks());
 }
 
 bool operator==(const ProcessSet& a, const ProcessSet& b) {
