@@ -66,7 +66,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
                   "--stall-check-warning-time-seconds", "30",
                   "--stall-check-shutdown-time-seconds", "120", "--liveness-timeout-seconds", "600",
                   "--hierarchical-allreduce",
-                  "--autotune", "--log-level", "debug", "prog"});
+                  "--autotune", "--dynamic-process-sets", "--log-level", "debug", "prog"});
   CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
   CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
   CHECK(knob(o, "HOROVOD_CACHE_CAPACITY") == "0");
@@ -79,6 +79,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
   CHECK(knob(o, "HOROVOD_LIVENESS_TIMEOUT_SECONDS") == "600");
   CHECK(knob(o, "HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
   CHECK(knob(o, "HOROVOD_AUTOTUNE") == "1");
+  CHECK(knob(o, "HOROVOD_DYNAMIC_PROCESS_SETS") == "1");
   CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
   // Every flag in the settings table was exercised above, each once.
   int with_flag = 0;
