@@ -244,6 +244,7 @@ TEST_CASE("CUDA tensors reduce on the GPU with ready events", "[ops][cuda]") {
 
 TEST_CASE("collectives in a process set: even and odd ranks, differentiable ones included", "[ops][process_set]") {
   const int size = hvd::size(), rank = hvd::rank();
+  if (size < 2) return;  // the only set would have the global set's ranks
   std::vector<int> evens, odds;
   for (int r = 0; r < size; ++r) (r % 2 == 0 ? evens : odds).push_back(r);
   // Every rank registers both sets, in the same order (a set of one rank at np=2; none at np=1).
