@@ -25,12 +25,11 @@ std::unique_ptr<World> create_world(const Settings& settings) {
 }
 
 std::vector<std::unique_ptr<Backend>> create_backends(World& world) {
-  auto& mpi_world = static_cast<MpiWorld&>(world);
   std::vector<std::unique_ptr<Backend>> backends;
 #ifdef HVD_WITH_NCCL
-  backends.push_back(make_nccl_backend(mpi_world));
+  backends.push_back(make_nccl_backend(world));
 #endif
-  backends.push_back(make_mpi_backend(mpi_world));
+  backends.push_back(make_mpi_backend(world));
   return backends;
 }
 

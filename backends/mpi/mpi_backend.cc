@@ -27,6 +27,10 @@ class MpiBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend(MpiWorld& world) { return std::make_unique<MpiBackend>(world); }
+std::unique_ptr<Backend> make_mpi_backend(World& world) {
+  auto* mpi_world = dynamic_cast<MpiWorld*>(&world);
+  if (mpi_world == nullptr) throw std::runtime_error("internal: the MPI backend needs the MPI world");
+  return std::make_unique<MpiBackend>(*mpi_world);
+}
 
 }  // namespace hvd::detail

@@ -8,7 +8,7 @@
 
 namespace hvd::detail {
 
-class MpiWorld;
-std::unique_ptr<Backend> make_mpi_backend(MpiWorld& world);
+// `world` must be the MpiWorld that create_world made.
+std::unique_ptr<Backend> make_mpi_backend(World& world);
 
 }  // namespace hvd::detail

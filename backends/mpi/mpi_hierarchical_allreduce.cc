@@ -24,7 +24,9 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   bool enabled(const Response&, const std::vector<TensorTableEntry>& entries) const override {
     const bool host = entries.empty() || entries.front().device == kCpuDevice ||
                       context_.settings.gpu_operations == "mpi";
-    return host && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
+    // Node-local and cross-node groups exist for the world only: process sets reduce flat.
+    const bool world_group = context_.communicator == nullptr || context_.communicator->id() == 0;
+    return host && world_group && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
            world_.cross_size() > 1 && world_.homogeneous();
   }
 

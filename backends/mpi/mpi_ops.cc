@@ -66,7 +66,9 @@ class MpiOp : public CollectiveOp {
   }
 
  protected:
-  MPI_Comm comm() const { return world_.global_comm(); }
+  // The group whose response runs (the world or a process set), as the Runtime set it.
+  const Communicator& group() const { return *context_.communicator; }
+  MPI_Comm comm() const { return mpi_comm(group()); }
   MpiWorld& world_;
   OpContext& context_;
 };
@@ -130,7 +132,7 @@ class MpiAllreduce final : public MpiOp {
     scale_host_buffer(buffer, count, response.dtype, response.prescale_factor);
     Status status = world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
     if (!status.is_ok()) return status;
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / world_.size() : 1.0;
+    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group().size() : 1.0;
     scale_host_buffer(buffer, count, response.dtype, response.postscale_factor * average);
     return Status::ok();
   }
@@ -144,7 +146,7 @@ class MpiAllgather final : public MpiOp {
  public:
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    const int size = world_.size(), me = world_.rank();
+    const int size = group().size(), me = group().rank();
     if (response.first_dims.size() != entries.size() * static_cast<std::size_t>(size))
       return Status::error("internal: the allgather response carries " + std::to_string(response.first_dims.size()) +
                            " first dimensions for " + std::to_string(entries.size()) + " tensor(s) on " +
@@ -204,7 +206,7 @@ class MpiAllgather final : public MpiOp {
     return response.first_dims[tensor * ranks + static_cast<std::size_t>(rank)];
   }
   Status gather(const void* send, const std::vector<int>& counts, const std::vector<int>& displs, void* recv) {
-    return mpi_result(MPI_Allgatherv(send, counts[world_.rank()], MPI_BYTE, recv, counts.data(), displs.data(),
+    return mpi_result(MPI_Allgatherv(send, counts[group().rank()], MPI_BYTE, recv, counts.data(), displs.data(),
                                      MPI_BYTE, comm()),
                       "MPI_Allgatherv");
   }
@@ -216,7 +218,7 @@ class MpiBroadcast final : public MpiOp {
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
     auto& e = entries.front();
     const std::int64_t total = e.input->size_bytes();
-    if (world_.rank() == response.root && e.input->data() != e.output->data())
+    if (group().rank() == response.root && e.input->data() != e.output->data())
       copy_bytes(e.output->data(), e.input->data(), total);
     Activity a(context_.timeline, entries, "MPI_BCAST");
     auto* bytes = static_cast<unsigned char*>(e.output->data());
@@ -234,7 +236,7 @@ class MpiAlltoall final : public MpiOp {
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response&) override {
     auto& e = entries.front();
-    const int size = world_.size();
+    const int size = group().size();
     std::vector<std::int64_t> received(size);
     Status s = mpi_result(MPI_Alltoall(e.splits.data(), 1, MPI_INT64_T, received.data(), 1, MPI_INT64_T, comm()),
                           "MPI_Alltoall");
@@ -266,7 +268,7 @@ class MpiReducescatter final : public MpiOp {
  public:
   using MpiOp::MpiOp;
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    const int size = world_.size(), me = world_.rank();
+    const int size = group().size(), me = group().rank();
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
     // counts[t][r]: elements of tensor t that rank r keeps.

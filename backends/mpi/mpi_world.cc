@@ -28,7 +28,38 @@ int fake_local_size(int size) {
   return static_cast<int>(k);
 }
 
+// The global ranks of `comm`'s members, in `comm`'s rank order.
+std::vector<int> members_of(MPI_Comm comm, int global_rank) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<int> ranks(size);
+  check(MPI_Allgather(&global_rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  return ranks;
+}
+
 }  // namespace
+
+MpiGroupComm::MpiGroupComm(MPI_Comm data, MPI_Comm control, bool owned)
+    : data_(data), control_comm_(control), owned_(owned) {
+  if (control != MPI_COMM_NULL) control_ = std::make_unique<MpiControlChannel>(control);
+}
+
+MpiGroupComm::~MpiGroupComm() {
+  if (control_) control_->close();
+  control_.reset();
+  if (!owned_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (data_ != MPI_COMM_NULL) MPI_Comm_free(&data_);
+  if (control_comm_ != MPI_COMM_NULL) MPI_Comm_free(&control_comm_);
+}
+
+MPI_Comm mpi_comm(const Communicator& group) {
+  auto* mpi = dynamic_cast<MpiGroupComm*>(group.data("MPI"));
+  if (mpi == nullptr) throw std::runtime_error("internal: group " + std::to_string(group.id()) + " has no MPI communicator");
+  return mpi->data();
+}
 
 MpiWorld::MpiWorld(double start_timeout_seconds) {
   int initialized = 0;
@@ -79,6 +110,40 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   types_.create();
   control_ = std::make_unique<MpiControlChannel>(control_comm_);
   liveness_ = std::make_unique<MpiLivenessChannel>(liveness_comm_);
+
+  std::vector<int> everyone(size_);
+  for (int r = 0; r < size_; ++r) everyone[r] = r;
+  global_group_ = std::make_unique<Communicator>(0, everyone, rank_, *control_);
+  global_group_->set_data("MPI", std::make_unique<MpiGroupComm>(global_, MPI_COMM_NULL, false));
+  // The local and cross groups have control channels of their own (NCCL bootstraps a group's
+  // communicator through its channel).
+  check(MPI_Comm_dup(local_, &local_control_), "MPI_Comm_dup");
+  check(MPI_Comm_dup(cross_, &cross_control_), "MPI_Comm_dup");
+  auto local_mpi = std::make_unique<MpiGroupComm>(local_, local_control_, false);
+  local_group_ = std::make_unique<Communicator>(Communicator::kLocalId, members_of(local_, rank_), local_rank_,
+                                                local_mpi->control());
+  local_group_->set_data("MPI", std::move(local_mpi));
+  auto cross_mpi = std::make_unique<MpiGroupComm>(cross_, cross_control_, false);
+  cross_group_ = std::make_unique<Communicator>(Communicator::kCrossId, members_of(cross_, rank_), cross_rank_,
+                                                cross_mpi->control());
+  cross_group_->set_data("MPI", std::move(cross_mpi));
+}
+
+std::unique_ptr<Communicator> MpiWorld::create_communicator(int id, const std::vector<int>& global_ranks) {
+  const auto at = std::find(global_ranks.begin(), global_ranks.end(), rank_);
+  const bool member = at != global_ranks.end();
+  const int color = member ? 0 : MPI_UNDEFINED;
+  const int key = member ? static_cast<int>(at - global_ranks.begin()) : 0;
+  MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
+  check(MPI_Comm_split(global_, color, key, &data), "MPI_Comm_split (process set data)");
+  check(MPI_Comm_split(global_, color, key, &control), "MPI_Comm_split (process set control)");
+  if (!member) return nullptr;
+  MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
+  auto mpi = std::make_unique<MpiGroupComm>(data, control, true);
+  auto group = std::make_unique<Communicator>(id, global_ranks, key, mpi->control());
+  group->set_data("MPI", std::move(mpi));
+  return group;
 }
 
 MpiWorld::~MpiWorld() { finalize(); }
@@ -120,10 +185,14 @@ Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype
 void MpiWorld::finalize() {
   if (finalized_) return;
   finalized_ = true;
+  // The groups' MPI sides close their channels; the world's communicators are freed below.
+  global_group_.reset();
+  local_group_.reset();
+  cross_group_.reset();
   if (control_) control_->close();
   if (liveness_) liveness_->close();
   types_.destroy();
-  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_})
+  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_, &local_control_, &cross_control_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   if (initialized_mpi_) MPI_Finalize();
 }

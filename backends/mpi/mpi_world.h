@@ -3,6 +3,7 @@
 // topology: local = MPI_Comm_split_type(SHARED), cross = ranks with the same local rank.
 // The test-only variable HVD_TEST_FAKE_LOCAL_SIZE=k instead groups consecutive blocks of k
 // ranks into one "node", so hierarchical code paths are testable on one machine.
+// Process sets get communicators split from the global one (create_communicator).
 // Created and used on the background thread only; owned by the Runtime.
 #pragma once
 
@@ -13,9 +14,30 @@
 #include "backends/mpi/mpi_control_channel.h"
 #include "backends/mpi/mpi_liveness_channel.h"
 #include "backends/mpi/mpi_types.h"
+#include "core/communicator.h"
 #include "core/world.h"
 
 namespace hvd::detail {
+
+// A group's MPI side (backend "MPI" of a Communicator): the data communicator the MPI ops use
+// and the dedicated control communicator its ControlChannel runs over. Frees both when `owned`
+// (process sets); the world's own are freed by MpiWorld::finalize.
+class MpiGroupComm final : public BackendComm {
+ public:
+  MpiGroupComm(MPI_Comm data, MPI_Comm control, bool owned);
+  ~MpiGroupComm() override;
+  MPI_Comm data() const { return data_; }
+  MpiControlChannel& control() { return *control_; }
+
+ private:
+  MPI_Comm data_;
+  MPI_Comm control_comm_;
+  bool owned_;
+  std::unique_ptr<MpiControlChannel> control_;
+};
+
+// The MPI data communicator of a group; throws when the group has none.
+MPI_Comm mpi_comm(const Communicator& group);
 
 class MpiWorld final : public World {
  public:
@@ -31,6 +53,10 @@ class MpiWorld final : public World {
   int cross_size() const override { return cross_size_; }
   bool homogeneous() const override { return homogeneous_; }
   ControlChannel& control() override { return *control_; }
+  Communicator& global() override { return *global_group_; }
+  Communicator& local() override { return *local_group_; }
+  Communicator& cross() override { return *cross_group_; }
+  std::unique_ptr<Communicator> create_communicator(int id, const std::vector<int>& global_ranks) override;
   LivenessChannel& liveness() override { return *liveness_; }
   Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
                         CommScope scope) override;
@@ -56,11 +82,14 @@ class MpiWorld final : public World {
   MPI_Comm liveness_comm_ = MPI_COMM_NULL;  // watchdog reports
   MPI_Comm local_ = MPI_COMM_NULL;
   MPI_Comm cross_ = MPI_COMM_NULL;
+  MPI_Comm local_control_ = MPI_COMM_NULL;  // the local and cross groups' control channels
+  MPI_Comm cross_control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   bool homogeneous_ = true;
   std::unique_ptr<MpiControlChannel> control_;
   std::unique_ptr<MpiLivenessChannel> liveness_;
   MpiTypes types_;
+  std::unique_ptr<Communicator> global_group_, local_group_, cross_group_;
 };
 
 }  // namespace hvd::detail

@@ -1,5 +1,4 @@
 // Allreduce on NCCL, and the fusion-buffer helpers it shares with hierarchical allreduce.
-#include "backends/mpi/mpi_world.h"
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
@@ -62,7 +61,7 @@ class NcclAllreduce final : public NcclOp {
  protected:
   Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
     prepare(entries, response);
-    const ReducePlan plan = reduce_plan(response, nccl_.world().size());
+    const ReducePlan plan = reduce_plan(response, nccl_.group().size());
     if (entries.size() == 1 && !is_host_stand_in(entries[0])) {
       reduce_single(entries[0], response.dtype, plan);
     } else {

@@ -1,6 +1,5 @@
 #include "backends/nccl/nccl_backend.h"
 
-#include "backends/mpi/mpi_world.h"
 #include "backends/nccl/nccl_context.h"
 #include "backends/nccl/nccl_ops.h"
 #include "core/op_registry.h"
@@ -12,7 +11,7 @@ namespace {
 // which also calls register_ops and shutdown there.
 class NcclBackend final : public Backend {
  public:
-  explicit NcclBackend(MpiWorld& world) : world_(world) {}
+  explicit NcclBackend(World& world) : world_(world) {}
   const char* name() const override { return "NCCL"; }
 
   void register_ops(OpRegistry& registry, OpContext& context) override {
@@ -30,14 +29,18 @@ class NcclBackend final : public Backend {
     if (context_) context_->shutdown();
   }
 
+  void forget(const Communicator& group) override {
+    if (context_) context_->forget(group);
+  }
+
  private:
-  MpiWorld& world_;
+  World& world_;
   std::unique_ptr<NcclContext> context_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_nccl_backend(MpiWorld& world) {
+std::unique_ptr<Backend> make_nccl_backend(World& world) {
   return std::make_unique<NcclBackend>(world);
 }
 

@@ -1,4 +1,4 @@
-// The NCCL backend: collectives on CUDA device memory through one NCCL communicator per process.
+// The NCCL backend: collectives on CUDA device memory through one NCCL communicator per group.
 // Registered by backends/compiled_backends.cc ahead of MPI, so it is preferred for device
 // tensors; HOROVOD_GPU_OPERATIONS=mpi still selects CUDA-aware MPI instead.
 #pragma once
@@ -9,7 +9,6 @@
 
 namespace hvd::detail {
 
-class MpiWorld;
-std::unique_ptr<Backend> make_nccl_backend(MpiWorld& world);
+std::unique_ptr<Backend> make_nccl_backend(World& world);
 
 }  // namespace hvd::detail

@@ -1,55 +1,76 @@
 #include "backends/nccl/nccl_context.h"
 
-#include "backends/mpi/mpi_world.h"
+#include <cstring>
+
 #include "backends/nccl/nccl_errors.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
 
-NcclContext::NcclContext(MpiWorld& world, OpContext& context) : world_(world), context_(context) {}
+NcclContext::NcclContext(World& world, OpContext& context) : world_(world), context_(context) {}
 
 NcclContext::~NcclContext() { shutdown(); }
 
-ncclComm_t NcclContext::create_comm(MPI_Comm group, int nranks, int rank) {
+ncclComm_t NcclContext::create_comm(const Communicator& group) {
   ncclUniqueId id{};
-  if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  const int rc = MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
-  if (rc != MPI_SUCCESS) throw NcclFailure("broadcasting the NCCL unique id over MPI failed");
+  if (group.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
+  std::vector<std::uint8_t> sent;
+  try {
+    sent = group.control().broadcast(std::vector<std::uint8_t>(bytes, bytes + sizeof(id)));
+  } catch (const std::exception& e) {
+    throw NcclFailure(std::string("broadcasting the NCCL unique id through the control channel failed: ") + e.what());
+  }
+  if (sent.size() != sizeof(id))
+    throw NcclFailure("the NCCL unique id from the group's rank 0 has " + std::to_string(sent.size()) + " bytes, not " +
+                      std::to_string(sizeof(id)));
+  std::memcpy(&id, sent.data(), sizeof(id));
   ncclComm_t comm = nullptr;
-  check_nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+  check_nccl(ncclCommInitRank(&comm, group.size(), id, group.rank()), "ncclCommInitRank");
   return comm;
 }
 
+ncclComm_t NcclContext::comm_for(const Communicator& group) {
+  {
+    std::lock_guard<std::mutex> lock(comms_mutex_);
+    auto it = comms_.find(group.id());
+    if (it != comms_.end()) return it->second;
+  }
+  ncclComm_t comm = create_comm(group);
+  std::lock_guard<std::mutex> lock(comms_mutex_);
+  comms_[group.id()] = comm;
+  return comm;
+}
+
+ncclComm_t NcclContext::comm() const {
+  std::lock_guard<std::mutex> lock(comms_mutex_);
+  auto it = comms_.find(group().id());
+  return it == comms_.end() ? nullptr : it->second;
+}
+
 void NcclContext::prepare(int device) {
-  if (comm_ != nullptr) {
+  if (device_ >= 0) {
     if (device != device_) {
-      throw NcclFailure("the NCCL communicator of this process was created on CUDA device " +
+      throw NcclFailure("the NCCL communicators of this process were created on CUDA device " +
                         std::to_string(device_) + " but this tensor is on device " +
                         std::to_string(device) +
                         "; use one device per process (pin it by local rank)");
     }
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-    return;
+  } else {
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    device_ = device;
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the NCCL stream");
+    finalizer_ = std::make_unique<NcclFinalizer>(device_, context_, [this] { return async_error(); });
   }
-  check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  device_ = device;
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the NCCL stream");
-  comm_ = create_comm(world_.global_comm(), world_.size(), world_.rank());
-  finalizer_ = std::make_unique<NcclFinalizer>(device_, context_, [this] { return async_error(); });
+  comm_for(group());
 }
 
-ncclComm_t NcclContext::local_comm() {
-  ncclComm_t comm = local_comm_.load();
-  if (comm == nullptr) {
-    comm = create_comm(world_.local_comm(), world_.local_size(), world_.local_rank());
-    local_comm_.store(comm);
-  }
-  return comm;
-}
+ncclComm_t NcclContext::local_comm() { return comm_for(world_.local()); }
 
 std::string NcclContext::async_error() const {
-  for (ncclComm_t comm : {comm_, local_comm_.load()}) {
-    if (comm == nullptr) continue;
+  std::lock_guard<std::mutex> lock(comms_mutex_);
+  for (const auto& [id, comm] : comms_) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
     if (rc != ncclSuccess) return nccl_error_message(rc, "ncclCommGetAsyncError", comm);
@@ -58,6 +79,20 @@ std::string NcclContext::async_error() const {
     }
   }
   return {};
+}
+
+void NcclContext::forget(const Communicator& group) {
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(comms_mutex_);
+    auto it = comms_.find(group.id());
+    if (it == comms_.end()) return;
+    comm = it->second;
+    comms_.erase(it);
+  }
+  // Removal is refused while the set has operations in flight, so only finished work remains.
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  ncclCommDestroy(comm);
 }
 
 void* NcclContext::host_staging(std::size_t bytes) {
@@ -93,16 +128,18 @@ Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const c
 void NcclContext::shutdown() {
   if (finalizer_) finalizer_->stop();
   const bool failed = !async_error().empty();
-  for (ncclComm_t comm : {comm_, local_comm_.load()}) {
-    if (comm == nullptr) continue;
+  std::map<int, ncclComm_t> comms;
+  {
+    std::lock_guard<std::mutex> lock(comms_mutex_);
+    comms.swap(comms_);
+  }
+  for (const auto& [id, comm] : comms) {
     if (failed) {
       ncclCommAbort(comm);
     } else {
       ncclCommDestroy(comm);
     }
   }
-  comm_ = nullptr;
-  local_comm_.store(nullptr);
   if (stream_ != nullptr) {
     fusion_.release(stream_);
     cudaStreamSynchronize(stream_);

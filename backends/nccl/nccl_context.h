@@ -1,20 +1,21 @@
-// Everything the NCCL ops share: the device this process runs NCCL on, its dedicated stream, the
-// global communicator (and the node-local one for hierarchical allreduce), the device fusion
-// buffer, the host staging buffer and the finalizer thread.
+// Everything the NCCL ops share: the device this process runs NCCL on, its dedicated stream, one
+// NCCL communicator per group (the world, each process set, the node-local group for
+// hierarchical allreduce), the device fusion buffer, the host staging buffer and the finalizer.
 //
-// Communicators are created on the first device response rather than inside register_ops:
-// at init the application has usually not yet chosen its device (it pins it by local rank after
-// hvd::init), and a process without a GPU must still initialize. Every rank executes responses
-// in the same order, so all ranks reach the creation together; rank 0's unique id is broadcast
-// with MPI_Bcast on the world's global communicator. Owned by NcclBackend; background thread,
-// except what the finalizer reads (the communicators, for asynchronous errors).
+// A group's communicator is created on its first device response rather than inside
+// register_ops: at init the application has usually not yet chosen its device (it pins it by
+// local rank after hvd::init), and a process without a GPU must still initialize. Every member
+// executes the group's responses in the same order, so all reach the creation together; the
+// group's rank 0 sends the unique id through the group's ControlChannel (no MPI call here).
+// Owned by NcclBackend; background thread, except what the finalizer reads (the communicators,
+// for asynchronous errors, under a lock).
 #pragma once
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 
-#include <atomic>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,25 +26,26 @@
 
 namespace hvd::detail {
 
-class MpiWorld;
-
 class NcclContext {
  public:
-  NcclContext(MpiWorld& world, OpContext& context);
+  NcclContext(World& world, OpContext& context);
   ~NcclContext();
   NcclContext(const NcclContext&) = delete;
   NcclContext& operator=(const NcclContext&) = delete;
 
-  // Binds this process to `device` and creates the global communicator on first use; later
-  // calls check the device is the same (one communicator per process). Throws NcclFailure.
+  // Binds this process to `device` on first use and creates the current group's communicator
+  // on its first use; later calls check the device is the same (one device per process).
+  // Throws NcclFailure.
   void prepare(int device);
   // The communicator among the ranks of this node; created on first use. Throws.
   ncclComm_t local_comm();
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  ncclComm_t comm() const { return comm_; }
-  MpiWorld& world() { return world_; }
+  // The group whose response is executing (the world or a process set) and its communicator.
+  const Communicator& group() const { return *context_.communicator; }
+  ncclComm_t comm() const;
+  World& world() { return world_; }
   OpContext& op_context() { return context_; }
   void* fusion_buffer(std::size_t bytes) { return fusion_.get(bytes, stream_); }
   // Pinned host memory; growing first waits for the stream, which may still copy from the old.
@@ -59,17 +61,20 @@ class NcclContext {
   // Finishes outstanding work, then destroys communicators (aborts them after an error),
   // the stream and buffers. Background thread, before the world is finalized.
   void shutdown();
+  // A process set is being removed: its communicator goes (after the stream's work is done).
+  void forget(const Communicator& group);
 
  private:
-  ncclComm_t create_comm(MPI_Comm group, int nranks, int rank);
+  ncclComm_t comm_for(const Communicator& group);  // created on first use
+  ncclComm_t create_comm(const Communicator& group);
   std::string async_error() const;
 
-  MpiWorld& world_;
+  World& world_;
   OpContext& context_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
-  ncclComm_t comm_ = nullptr;
-  std::atomic<ncclComm_t> local_comm_{nullptr};
+  mutable std::mutex comms_mutex_;      // the finalizer reads comms_ for asynchronous errors
+  std::map<int, ncclComm_t> comms_;     // by Communicator::id()
   DeviceFusionBuffer fusion_;
   PinnedHostBuffer staging_;
   std::unique_ptr<NcclFinalizer> finalizer_;

@@ -6,7 +6,6 @@
 // The cross-node step is host MPI, so this op waits for the device-to-host copy on the
 // background thread: the one place the NCCL backend blocks it on the GPU (as Horovod's own
 // hierarchical allreduce does). The final allgather and copy out still complete asynchronously.
-#include "backends/mpi/mpi_world.h"
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
@@ -21,8 +20,9 @@ class NcclHierarchicalAllreduce final : public NcclOp {
   explicit NcclHierarchicalAllreduce(NcclContext& nccl) : NcclOp(nccl, "hierarchical allreduce") {}
 
   bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const override {
-    const MpiWorld& world = nccl_.world();
-    return NcclOp::enabled(response, entries) &&
+    World& world = nccl_.world();
+    // Node-local groups exist for the world only: process sets reduce flat.
+    return NcclOp::enabled(response, entries) && nccl_.op_context().communicator->id() == 0 &&
            nccl_.op_context().settings.hierarchical_allreduce && world.local_size() > 1 &&
            world.cross_size() > 1 && world.homogeneous();
   }
@@ -31,7 +31,7 @@ class NcclHierarchicalAllreduce final : public NcclOp {
   Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
     prepare(entries, response);
     ncclComm_t local = nccl_.local_comm();
-    MpiWorld& world = nccl_.world();
+    World& world = nccl_.world();
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
     const ncclDataType_t type = nccl_datatype(dtype);

@@ -1,7 +1,6 @@
 // NcclOp's common part, the dtype/op mappings, broadcast and allgather.
 #include "backends/nccl/nccl_ops.h"
 
-#include "backends/mpi/mpi_world.h"
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 
@@ -117,7 +116,7 @@ class NcclAllgather final : public NcclOp {
  protected:
   Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
     prepare(entries, response);
-    const int size = nccl_.world().size();
+    const int size = nccl_.group().size();
     const bool per_tensor = response.first_dims.size() == entries.size() * size;
     if (!per_tensor && response.first_dims.size() != static_cast<std::size_t>(size)) {
       throw NcclFailure("the response carries " + std::to_string(response.first_dims.size()) +

@@ -1,13 +1,35 @@
 // Alltoall and reducescatter on NCCL: the ops whose output shape depends on the other ranks.
-#include <mpi.h>
+#include <cstring>
 
-#include "backends/mpi/mpi_world.h"
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
 
 namespace hvd::detail {
 namespace {
+
+// Every rank's send counts reach every rank through the group's control channel (gathered to
+// its rank 0, which sends the whole matrix back); returns how many rows each rank sends here.
+std::vector<std::int64_t> exchange_splits(const Communicator& group, const std::vector<std::int64_t>& sends) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(sends.data());
+  std::vector<std::vector<std::uint8_t>> gathered;
+  std::vector<std::uint8_t> matrix;
+  try {
+    gathered = group.control().gather(std::vector<std::uint8_t>(bytes, bytes + sends.size() * sizeof(std::int64_t)));
+    for (const auto& row : gathered) matrix.insert(matrix.end(), row.begin(), row.end());
+    matrix = group.control().broadcast(matrix);
+  } catch (const std::exception& e) {
+    throw NcclFailure(std::string("exchanging alltoall splits through the control channel failed: ") + e.what());
+  }
+  const std::size_t size = static_cast<std::size_t>(group.size());
+  if (matrix.size() != size * size * sizeof(std::int64_t))
+    throw NcclFailure("the alltoall splits exchanged have " + std::to_string(matrix.size()) + " bytes for " +
+                      std::to_string(size) + " ranks");
+  std::vector<std::int64_t> recvs(size);
+  for (std::size_t from = 0; from < size; ++from)
+    std::memcpy(&recvs[from], matrix.data() + (from * size + group.rank()) * sizeof(std::int64_t), sizeof(std::int64_t));
+  return recvs;
+}
 
 std::int64_t row_elements(const TensorShape& shape) {
   std::int64_t row = 1;
@@ -27,7 +49,7 @@ TensorPtr allocate_device_output(TensorTableEntry& entry, DataType dtype, const 
 }
 
 // Alltoall: rows of the first dimension go to each rank by entry.splits (empty: even). The
-// receive counts are exchanged over MPI first (host integers on the background thread), then
+// receive counts are exchanged through the group's control channel first (host integers on the background thread), then
 // one grouped ncclSend/ncclRecv moves the data.
 class NcclAlltoall final : public NcclOp {
  public:
@@ -60,15 +82,11 @@ class NcclAlltoall final : public NcclOp {
   }
 
   void exchange_one(TensorTableEntry& entry, DataType dtype) {
-    const int size = nccl_.world().size();
+    const int size = nccl_.group().size();
     const TensorShape& shape = entry.input->shape();
     if (shape.empty()) throw NcclFailure("alltoall needs a tensor of at least one dimension");
     const std::vector<std::int64_t> sends = send_splits(entry, shape[0], size);
-    std::vector<std::int64_t> recvs(size, 0);
-    if (MPI_Alltoall(sends.data(), 1, MPI_INT64_T, recvs.data(), 1, MPI_INT64_T,
-                     nccl_.world().global_comm()) != MPI_SUCCESS) {
-      throw NcclFailure("exchanging alltoall splits over MPI failed");
-    }
+    const std::vector<std::int64_t> recvs = exchange_splits(nccl_.group(), sends);
     TensorShape out_shape = shape;
     out_shape[0] = 0;
     for (auto r : recvs) out_shape[0] += r;
@@ -107,7 +125,7 @@ class NcclReducescatter final : public NcclOp {
  protected:
   Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
     prepare(entries, response);
-    const ReducePlan plan = reduce_plan(response, nccl_.world().size());
+    const ReducePlan plan = reduce_plan(response, nccl_.group().size());
     for (auto& entry : entries) scatter_one(entry, response.dtype, plan);
     nccl_.start_activity(entries, "NCCL_REDUCESCATTER");
     return nccl_.finish_async(entries, name_);
@@ -115,7 +133,7 @@ class NcclReducescatter final : public NcclOp {
 
  private:
   void scatter_one(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan) {
-    const int size = nccl_.world().size(), rank = nccl_.world().rank();
+    const int size = nccl_.group().size(), rank = nccl_.group().rank();
     const TensorShape& shape = entry.input->shape();
     if (shape.empty()) throw NcclFailure("reducescatter needs a tensor of at least one dimension");
     const std::int64_t rows = shape[0], row = row_elements(shape), esize = dtype_size(dtype);

@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/introspection.h"
 #include "core/logging.h"
+#include "core/process_set_access.h"
 #include "core/runtime.h"
 #include "horovodcpp/horovod.h"
 
@@ -124,16 +125,17 @@ detail::Request make_request(const detail::TensorTableEntry& e) {
   return r;
 }
 
-Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e) {
+Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e, int process_set_id) {
   detail::Request r = make_request(e);
   std::vector<detail::TensorTableEntry> entries;
   entries.push_back(std::move(e));
-  return Handle(rt.enqueue(std::move(entries), {std::move(r)}));
+  return Handle(rt.enqueue(std::move(entries), {std::move(r)}, process_set_id));
 }
 
 // One handle for a group's entries, enqueued atomically; the coordinator releases the members
 // together once every rank has submitted all of them.
-Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<detail::TensorTableEntry> entries) {
+Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<detail::TensorTableEntry> entries,
+                     int process_set_id) {
   std::vector<detail::Request> requests;
   for (const auto& e : entries) {
     detail::Request r = make_request(e);
@@ -141,7 +143,7 @@ Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<
     r.group_size = static_cast<int>(entries.size());
     requests.push_back(std::move(r));
   }
-  return Handle(rt.enqueue(std::move(entries), std::move(requests)));
+  return Handle(rt.enqueue(std::move(entries), std::move(requests), process_set_id));
 }
 
 void check_group_counts(const char* what, const std::string& group, std::size_t inputs, std::size_t ready) {
@@ -151,26 +153,54 @@ void check_group_counts(const char* what, const std::string& group, std::size_t 
                 std::to_string(inputs) + " tensors");
 }
 
-std::string name_or_generated(detail::Runtime& rt, const std::string& name, const char* prefix) {
+// The set an operation on `name` runs in (see detail::resolve_process_set); `ranks` its members.
+int set_for(detail::Runtime& rt, const ProcessSet& set, const std::string& op, const std::string& name,
+            std::vector<int>* ranks = nullptr) {
+  return detail::resolve_process_set(rt, set, op + " of '" + name + "'", ranks);
+}
+
+// Generated names count per set, so ranks that also work in other sets still agree on them.
+std::string name_or_generated(detail::Runtime& rt, const std::string& name, const char* prefix,
+                              const ProcessSet& set) {
   check_name(prefix, name);
-  return name.empty() ? rt.generate_name(prefix) : name;
+  if (!name.empty()) return name;
+  return rt.generate_name(set.id() > 0 ? std::string(prefix) + ".set" + std::to_string(set.id()) : prefix);
 }
 
 }  // namespace
 
-void init() {
+namespace detail {
+Runtime& running_runtime(const std::string& caller) { return runtime(caller); }
+Runtime& initialized_runtime_for(const std::string& caller) { return initialized_runtime(caller); }
+}  // namespace detail
+
+void init() { init(std::vector<ProcessSet>{}); }
+
+void init(std::vector<ProcessSet> process_sets) {
+  std::vector<std::vector<int>> ranks;
+  for (const auto& set : process_sets) {
+    auto identity = detail::ProcessSetAccess::identity(set);
+    if (!identity) throw Error("hvd::init(process_sets): the global process set is always there; do not pass it");
+    if (identity->id.load() >= 0) throw Error("hvd::init(process_sets): " + set.describe() + " is already registered");
+    ranks.push_back(identity->ranks);
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_shut_down.load())
     throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process, "
                 "so a process runs hvd::init() ... hvd::shutdown() once");
   if (g_runtime) {
+    if (g_runtime->running() && !process_sets.empty())
+      throw Error("hvd::init(process_sets): horovodcpp is already initialized; add sets with hvd::add_process_set()");
     if (g_runtime->running()) return;  // a second hvd::init() is harmless, as in Horovod
     throw Error("hvd::init(): the runtime has already stopped (" + g_runtime->stop_reason() +
                 ") and cannot be restarted in this process; call hvd::shutdown()");
   }
-  auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment());
+  auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment(), ranks);
   install_exit_handlers();
   rt->start();
+  // The runtime registered them in this order after the global set (id 0).
+  for (std::size_t i = 0; i < process_sets.size(); ++i)
+    detail::ProcessSetAccess::identity(process_sets[i])->id = static_cast<int>(i + 1);
   g_runtime = std::move(rt);
   g_published.store(g_runtime.get(), std::memory_order_release);
 }
@@ -207,20 +237,22 @@ bool cuda_built() { return detail::compiled_features().cuda; }
 
 Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions& options, ReadyEventPtr ready) {
   auto& rt = runtime("hvd::allreduce");
-  const std::string name = name_or_generated(rt, options.name, "allreduce");
+  const std::string name = name_or_generated(rt, options.name, "allreduce", options.process_set);
+  const int set = set_for(rt, options.process_set, "allreduce", name);
   check_input("allreduce", name, input);
   check_output("allreduce", name, input, output);
   auto e = make_entry(detail::RequestType::Allreduce, name, std::move(input), std::move(output), std::move(ready));
   e.reduce_op = options.op;
   e.prescale_factor = options.prescale_factor;
   e.postscale_factor = options.postscale_factor;
-  return enqueue_one(rt, std::move(e));
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
                                const AllreduceOptions& options, std::vector<ReadyEventPtr> ready) {
   auto& rt = runtime("hvd::grouped_allreduce");
-  const std::string group = name_or_generated(rt, options.name, "grouped_allreduce");
+  const std::string group = name_or_generated(rt, options.name, "grouped_allreduce", options.process_set);
+  const int set = set_for(rt, options.process_set, "grouped_allreduce", group);
   check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
   if (outputs.size() != inputs.size())
     throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
@@ -237,13 +269,14 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
     e.postscale_factor = options.postscale_factor;
     entries.push_back(std::move(e));
   }
-  return enqueue_group(rt, group, std::move(entries));
+  return enqueue_group(rt, group, std::move(entries), set);
 }
 
 Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
                                const AllgatherOptions& options, std::vector<ReadyEventPtr> ready) {
   auto& rt = runtime("hvd::grouped_allgather");
-  const std::string group = name_or_generated(rt, options.name, "grouped_allgather");
+  const std::string group = name_or_generated(rt, options.name, "grouped_allgather", options.process_set);
+  const int set = set_for(rt, options.process_set, "grouped_allgather", group);
   check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -255,13 +288,14 @@ Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator al
     e.allocate_output = allocate_output;
     entries.push_back(std::move(e));
   }
-  return enqueue_group(rt, group, std::move(entries));
+  return enqueue_group(rt, group, std::move(entries), set);
 }
 
 Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
                                    const ReducescatterOptions& options, std::vector<ReadyEventPtr> ready) {
   auto& rt = runtime("hvd::grouped_reducescatter");
-  const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter");
+  const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter", options.process_set);
+  const int set = set_for(rt, options.process_set, "grouped_reducescatter", group);
   check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -277,42 +311,48 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
     e.postscale_factor = options.postscale_factor;
     entries.push_back(std::move(e));
   }
-  return enqueue_group(rt, group, std::move(entries));
+  return enqueue_group(rt, group, std::move(entries), set);
 }
 
 Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const AllgatherOptions& options,
                        ReadyEventPtr ready) {
   auto& rt = runtime("hvd::allgather");
-  const std::string name = name_or_generated(rt, options.name, "allgather");
+  const std::string name = name_or_generated(rt, options.name, "allgather", options.process_set);
+  const int set = set_for(rt, options.process_set, "allgather", name);
   check_input("allgather", name, input);
   if (input->shape().empty())
     throw Error("allgather of '" + name + "': the input is a scalar; allgather needs at least one dimension");
   auto e = make_entry(detail::RequestType::Allgather, name, std::move(input), nullptr, std::move(ready));
   e.allocate_output = std::move(allocate_output);
-  return enqueue_one(rt, std::move(e));
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options, ReadyEventPtr ready) {
   auto& rt = runtime("hvd::broadcast");
-  const std::string name = name_or_generated(rt, options.name, "broadcast");
+  const std::string name = name_or_generated(rt, options.name, "broadcast", options.process_set);
+  std::vector<int> members;
+  const int set = set_for(rt, options.process_set, "broadcast", name, &members);
   check_input("broadcast", name, input);
   check_output("broadcast", name, input, output);
-  const int size = rt.topology().size;
+  // As in Horovod, the root is a rank within the set.
+  const int size = static_cast<int>(members.size());
   if (options.root < 0 || options.root >= size)
     throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
-                std::to_string(size) + ")");
+                std::to_string(size) + ")" + (set == 0 ? "" : " of " + options.process_set.describe()));
   auto e = make_entry(detail::RequestType::Broadcast, name, std::move(input), std::move(output), std::move(ready));
   e.root = options.root;
-  return enqueue_one(rt, std::move(e));
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const AlltoallOptions& options,
                       ReadyEventPtr ready) {
   auto& rt = runtime("hvd::alltoall");
-  const std::string name = name_or_generated(rt, options.name, "alltoall");
+  const std::string name = name_or_generated(rt, options.name, "alltoall", options.process_set);
+  std::vector<int> members;
+  const int set = set_for(rt, options.process_set, "alltoall", name, &members);
   check_input("alltoall", name, input);
   if (input->shape().empty()) throw Error("alltoall of '" + name + "': the input is a scalar; it needs a first dimension");
-  const int size = rt.topology().size;
+  const int size = static_cast<int>(members.size());
   const std::int64_t rows = input->shape().front();
   std::vector<std::int64_t> splits = options.splits;
   if (splits.empty()) {
@@ -335,13 +375,14 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
   auto e = make_entry(detail::RequestType::Alltoall, name, std::move(input), nullptr, std::move(ready));
   e.allocate_output = std::move(allocate_output);
   e.splits = std::move(splits);
-  return enqueue_one(rt, std::move(e));
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, const ReducescatterOptions& options,
                            ReadyEventPtr ready) {
   auto& rt = runtime("hvd::reducescatter");
-  const std::string name = name_or_generated(rt, options.name, "reducescatter");
+  const std::string name = name_or_generated(rt, options.name, "reducescatter", options.process_set);
+  const int set = set_for(rt, options.process_set, "reducescatter", name);
   check_input("reducescatter", name, input);
   if (input->shape().empty())
     throw Error("reducescatter of '" + name + "': the input is a scalar; it needs a first dimension");
@@ -350,23 +391,28 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
   e.reduce_op = options.op;
   e.prescale_factor = options.prescale_factor;
   e.postscale_factor = options.postscale_factor;
-  return enqueue_one(rt, std::move(e));
+  return enqueue_one(rt, std::move(e), set);
 }
 
-void barrier() {
+void barrier(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::barrier()");
-  auto e = make_entry(detail::RequestType::Barrier, rt.generate_name(detail::kBarrierTensorPrefix), nullptr, nullptr,
-                      nullptr);
-  enqueue_one(rt, std::move(e)).wait();
+  const int set = detail::resolve_process_set(rt, process_set, "hvd::barrier()", nullptr);
+  // Barrier names count per set, so ranks that wait in different sets still agree on them.
+  auto e = make_entry(detail::RequestType::Barrier,
+                      rt.generate_name(std::string(detail::kBarrierTensorPrefix) +
+                                       (set == 0 ? "" : ".set" + std::to_string(set))),
+                      nullptr, nullptr, nullptr);
+  enqueue_one(rt, std::move(e), set).wait();
 }
 
-int join() {
+int join(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::join()");
+  const int set = detail::resolve_process_set(rt, process_set, "hvd::join()", nullptr);
   auto e = make_entry(detail::RequestType::Join, detail::kJoinTensorName, nullptr, nullptr, nullptr);
   detail::Request r = make_request(e);
   std::vector<detail::TensorTableEntry> entries;
   entries.push_back(std::move(e));
-  auto state = rt.enqueue(std::move(entries), {std::move(r)});
+  auto state = rt.enqueue(std::move(entries), {std::move(r)}, set);
   Handle(state).wait();
   return state->join_result;
 }

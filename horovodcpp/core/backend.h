@@ -22,6 +22,8 @@ class Backend {
   virtual void register_ops(OpRegistry& registry, OpContext& context) = 0;
   // Called on the background thread before the world is finalized.
   virtual void shutdown() {}
+  // A process set's group is going away (remove_process_set): drop what was made for it.
+  virtual void forget(const Communicator& /*group*/) {}
 };
 
 struct BuildFeatures {

@@ -144,6 +144,7 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     w.str(r.group);
     w.pod<std::int32_t>(r.group_size);
     w.pod<double>(r.waited_seconds);
+    w.pod<std::int32_t>(r.process_set_id);
   }
   return w.take();
 }
@@ -193,6 +194,7 @@ RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
     r.waited_seconds = rd.pod<double>("waited seconds");
     if (!(r.waited_seconds >= 0 && r.waited_seconds < 1e9))  // also refuses NaN
       throw CodecError("corrupt message: waited seconds " + std::to_string(r.waited_seconds));
+    r.process_set_id = rd.pod<std::int32_t>("process set id");
     list.requests.push_back(std::move(r));
   }
   rd.finish();

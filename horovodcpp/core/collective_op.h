@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/fusion_buffer.h"
 #include "core/message.h"
 #include "core/settings.h"
@@ -20,13 +21,15 @@ class Timeline;
 namespace hvd::detail {
 
 // What the Runtime hands every op: read-only settings, the world, the timeline and the host
-// fusion buffer, plus `finish` for ops that complete their entries later (thread-safe).
+// fusion buffer, plus `finish` for ops that complete their entries later (thread-safe), and
+// the group (world or process set) whose response is executing, set before each execute().
 struct OpContext {
   const Settings& settings;
   World& world;
   Timeline& timeline;
   FusionBuffer& host_fusion_buffer;
   std::function<void(std::vector<TensorTableEntry>& entries, const Status& status)> finish;
+  Communicator* communicator = nullptr;
 };
 
 class CollectiveOp {

@@ -37,16 +37,21 @@ Controller::Controller(ControlChannel& channel, ControllerOptions options, Timel
       options_(options),
       timeline_(timeline),
       cache_(options.cache_capacity),
-      coordinator_(channel.size(), options.stall, timeline) {}
+      coordinator_(channel.size(), options.stall, timeline, options.group) {}
 
-ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown) {
+bool Controller::busy() const {
+  return joined_ || !pending_cached_.empty() || !sent_.empty() || !deferred_uncached_.empty() ||
+         coordinator_.has_pending();
+}
+
+ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown, bool busy_elsewhere) {
   ++stats_.cycles;
   std::vector<Request> uncached = std::move(deferred_uncached_);
   deferred_uncached_.clear();
   std::vector<int> invalid_slots;
   classify(std::move(new_requests), &uncached, &invalid_slots);
 
-  const Agreement agreement = agree(!uncached.empty(), shutdown, invalid_slots);
+  const Agreement agreement = agree(!uncached.empty(), shutdown, busy_elsewhere, invalid_slots);
 
   // Responses in an order identical on every rank: cache hits by slot, then the coordinator's.
   std::vector<Response> responses = take_cache_hits(agreement, &uncached);
@@ -92,7 +97,7 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
   }
 }
 
-Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
+Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, bool busy_elsewhere,
                                         const std::vector<int>& invalid_slots) {
   const std::size_t slots = cache_.slot_count();
   const std::size_t words = (slots + 63) / 64;
@@ -105,7 +110,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown,
   if (any_uncached) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
   if (joined_) flags |= kFlagJoined;
-  if (any_uncached || shutdown || joined_ || !pending_cached_.empty() || !sent_.empty() ||
+  if (any_uncached || shutdown || busy_elsewhere || joined_ || !pending_cached_.empty() || !sent_.empty() ||
       coordinator_.has_pending())
     flags |= kFlagBusy;
   if (channel_.rank() == 0 && coordinator_.stall_check_due()) flags |= kFlagCoordinatorDue;

@@ -59,10 +59,12 @@ struct ControllerOptions {
   std::int64_t fusion_threshold_bytes = default_settings().fusion_threshold_bytes;
   std::int64_t cache_capacity = default_settings().cache_capacity;
   StallOptions stall;
+  // A process set's controller: its coordinator names these global ranks and this set.
+  CoordinatorGroup group;
 };
 
 inline ControllerOptions controller_options(const Settings& settings) {
-  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings)};
+  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), CoordinatorGroup{}};
 }
 
 // Counters for tests and benchmarks.
@@ -79,8 +81,11 @@ class Controller {
 
   // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
   // result's `shutdown` is true when any rank wished it (the caller then stops after executing
-  // the responses). Collective: every rank must call it once per cycle.
-  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
+  // the responses). Collective: every rank must call it once per cycle. `busy_elsewhere`: this
+  // rank has work in another process set, so the ranks must not go idle (it counts as busy).
+  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown, bool busy_elsewhere = false);
+  // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).
+  bool busy() const;
 
   const ControllerStats& stats() const { return stats_; }
   // Consecutive cycles in which no rank had anything new or in flight (the same on every rank).
@@ -108,7 +113,7 @@ class Controller {
 
   void classify(std::vector<Request> requests, std::vector<Request>* uncached,
                 std::vector<int>* invalid_slots);
-  Agreement agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots);
+  Agreement agree(bool any_uncached, bool shutdown, bool busy_elsewhere, const std::vector<int>& invalid_slots);
   std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();

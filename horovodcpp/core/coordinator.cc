@@ -16,8 +16,18 @@ constexpr auto kStallCheckInterval = std::chrono::seconds(1);
 
 }  // namespace
 
-Coordinator::Coordinator(int size, StallOptions stall, Timeline* timeline)
-    : size_(size), timeline_(timeline), stall_inspector_(stall) {}
+Coordinator::Coordinator(int size, StallOptions stall, Timeline* timeline, CoordinatorGroup group)
+    : size_(size), timeline_(timeline), group_(std::move(group)), stall_inspector_(stall) {}
+
+int Coordinator::global_rank(int rank_in_group) const {
+  return group_.global_ranks.empty() ? rank_in_group : group_.global_ranks.at(rank_in_group);
+}
+
+int Coordinator::rank_in_group(int global) const {
+  if (group_.global_ranks.empty()) return global;
+  const auto at = std::find(group_.global_ranks.begin(), group_.global_ranks.end(), global);
+  return static_cast<int>(at - group_.global_ranks.begin());
+}
 
 bool Coordinator::stall_check_due() const {
   return stall_inspector_.options().enabled && !table_.empty() &&
@@ -33,11 +43,13 @@ ResponseList Coordinator::coordinate(const std::vector<std::vector<std::uint8_t>
     try {
       list = decode_request_list(gathered[rank].data(), gathered[rank].size());
     } catch (const CodecError& e) {
-      out.shutdown_reason = "corrupt negotiation message from rank " + std::to_string(rank) + ": " + e.what();
+      out.shutdown_reason = "corrupt negotiation message from rank " + std::to_string(global_rank(static_cast<int>(rank))) +
+                            (group_.label.empty() ? "" : " in " + group_.label) + ": " + e.what();
       return out;
     }
     for (auto& r : list.requests) {
-      r.rank = static_cast<std::int32_t>(rank);  // the sender is its position in the gather
+      // The sender is its position in the gather; messages name its global rank.
+      r.rank = static_cast<std::int32_t>(global_rank(static_cast<int>(rank)));
       arrivals.push_back(std::move(r));
     }
   }
@@ -76,7 +88,7 @@ void Coordinator::accept(Request request, std::vector<std::string>* became_ready
   auto [it, inserted] = table_.try_emplace(request.name);
   for (const auto& existing : it->second.requests)
     if (existing.rank == request.rank) return;  // a rank reports a name once; ignore repeats
-  if (timeline_ != nullptr && request.rank != 0) {
+  if (timeline_ != nullptr && rank_in_group(request.rank) != 0) {
     // The coordinator's negotiation starts when the first rank reports (a no-op if open).
     timeline_->negotiate_start(request.name, request_type_name(request.type));
     timeline_->negotiate_rank_ready(request.name, request.rank);
@@ -106,7 +118,7 @@ Response Coordinator::build_response(const std::string& name, const TableEntry& 
   r.names = {name};
   if (!error.empty()) {
     r.type = ResponseType::Error;
-    r.error = std::move(error);
+    r.error = group_.label.empty() ? std::move(error) : error + " (in " + group_.label + ")";
     return r;
   }
   const Request& first = entry.requests.front();
@@ -120,7 +132,7 @@ Response Coordinator::build_response(const std::string& name, const TableEntry& 
   r.root = first.root;
   if (traits_of(first.type).per_rank_first_dim) {
     r.first_dims.assign(size_, 0);
-    for (const auto& req : entry.requests) r.first_dims[req.rank] = req.shape.front();
+    for (const auto& req : entry.requests) r.first_dims[rank_in_group(req.rank)] = req.shape.front();
   }
   return r;
 }
@@ -196,8 +208,9 @@ std::string Coordinator::inspect_stalls() {
     for (const auto& r : entry.requests) present.insert(r.rank);
     StalledTensor s;
     s.name = name;
+    s.process_set = group_.label;
     for (int rank = 0; rank < size_; ++rank)
-      if (!present.count(rank)) s.missing_ranks.push_back(rank);
+      if (!present.count(global_rank(rank))) s.missing_ranks.push_back(global_rank(rank));
     s.waited_seconds = std::chrono::duration<double>(last_stall_check_ - entry.first_seen).count();
     pending.push_back(std::move(s));
   }

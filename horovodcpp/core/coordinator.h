@@ -1,6 +1,6 @@
 // Rank 0's side of the negotiation: the table of requests that arrived from every rank, the
 // consistency checks, readiness (joined ranks count as ready; a group waits for all its
-// members), and the stall inspector. It answers each gathered batch of request lists with the
+// members), and the stall inspector. Requests and messages carry global ranks. It answers each gathered batch of request lists with the
 // responses of the names that became ready, in the order they did. Used only on rank 0's
 // background thread, through its Controller (controller.h describes the whole cycle).
 #pragma once
@@ -21,9 +21,16 @@ class Timeline;
 
 namespace hvd::detail {
 
+// Who the coordinator negotiates for, as messages name it: a process set's coordinator names
+// global ranks and the set. Empty: the world (ranks are their own global ranks).
+struct CoordinatorGroup {
+  std::vector<int> global_ranks;  // index: rank in the set
+  std::string label;              // "process set 1 (ranks [2, 3])"
+};
+
 class Coordinator {
  public:
-  Coordinator(int size, StallOptions stall, Timeline* timeline);
+  Coordinator(int size, StallOptions stall, Timeline* timeline, CoordinatorGroup group = {});
 
   // gathered[r] is rank r's encoded RequestList. A corrupt list or a stall past the shutdown
   // time sets the result's shutdown_reason.
@@ -48,8 +55,12 @@ class Coordinator {
   void emit(const std::string& name, Response response, std::vector<Response>* out);
   std::string inspect_stalls();
 
+  int global_rank(int rank_in_group) const;
+  int rank_in_group(int global) const;
+
   int size_;
   Timeline* timeline_;
+  CoordinatorGroup group_;
   StallInspector stall_inspector_;
   std::map<std::string, TableEntry> table_;
   std::vector<std::string> arrival_order_;  // names in the order their first request arrived

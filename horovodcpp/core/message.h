@@ -42,6 +42,8 @@ struct Request {
   // How long the rank held it before sending it to the coordinator (a cached request that waited
   // for the others): the stall inspector counts from the submission, not from the arrival.
   double waited_seconds = 0;
+  // The process set it belongs to (0: the global set); each set negotiates on its own.
+  std::int32_t process_set_id = 0;
 
   bool operator==(const Request& other) const;
   bool operator!=(const Request& other) const { return !(*this == other); }

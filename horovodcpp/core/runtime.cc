@@ -69,7 +69,8 @@ std::string joined_names(const std::vector<std::string>& names) {
 
 }  // namespace
 
-Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {}
+Runtime::Runtime(Settings settings, std::vector<std::vector<int>> process_sets)
+    : settings_(std::move(settings)), initial_process_sets_(std::move(process_sets)) {}
 
 Runtime::~Runtime() { stop(); }
 
@@ -144,6 +145,7 @@ void Runtime::initialize_on_background_thread() {
   std::string error = agree_on_init(local_error);
   // Only then (every rank got this far) compare the settings that every rank must share.
   if (error.empty()) error = check_settings_agree(world_->control(), agreed_values(settings_, backend_names()));
+  if (error.empty()) error = create_initial_process_sets();
   if (!error.empty()) {
     release_world();
     throw Error(error);
@@ -199,7 +201,13 @@ void Runtime::set_up_on_world() {
   if (settings_.autotune)
     log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
              "HOROVOD_CYCLE_TIME as given");
-  controller_ = std::make_unique<Controller>(world_->control(), controller_options(settings_), &timeline_);
+  {
+    std::lock_guard<std::mutex> lock(process_sets_.mutex());
+    ProcessSetState& global = process_sets_.add(world_->global().global_ranks());
+    global.communicator = &world_->global();
+    global.controller = make_controller(global);
+    controller_ = global.controller.get();
+  }
   if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
 }
 
@@ -281,12 +289,19 @@ void Runtime::run_loop() {
     if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
     progress_.enter_cycle(controller_->stats().cycles + 1);
     timeline_.mark_cycle_start();
-    std::vector<Request> requests = queue_.pop_requests();
-    for (const auto& r : requests)
-      if (r.type == RequestType::Join) joined_ = true;
+    // Each set's requests go to its own controller; the global set negotiates first.
+    std::map<int, std::vector<Request>> requests;
+    for (auto& r : queue_.pop_requests()) requests[r.process_set_id].push_back(std::move(r));
+    ProcessSetState& global = *process_sets_.member_sets().front();
+    for (const auto& r : requests[0])
+      if (r.type == RequestType::Join) global.joined = true;
     ResponseList list;
     try {
-      list = controller_->compute_response_list(std::move(requests), shutdown_requested_.load());
+      // A set's failure (a stall there) stops every rank: its wish to shut down goes through
+      // the global set, which names this rank to the others.
+      const bool busy_elsewhere = busy_outside_global_set();
+      list = controller_->compute_response_list(std::move(requests[0]),
+                                                shutdown_requested_.load() || !set_failure_.empty(), busy_elsewhere);
     } catch (const std::exception& e) {
       if (abandoned_.load()) return;  // the watchdog gave up on this thread: touch nothing more
       shut_down_on_background_thread(StopKind::Failed, std::string("negotiation failed: ") + e.what());
@@ -298,12 +313,22 @@ void Runtime::run_loop() {
     open_queued_ops(timeline_, list);
     for (const auto& response : list.responses) {
       if (abandoned_.load()) return;
-      execute(response);
+      execute(response, global);
+    }
+    // Then every other set this rank belongs to, by ascending id: the same order on every
+    // member, so the sets' blocking rounds cannot wait on each other in a cycle.
+    if (!list.shutdown) {
+      for (ProcessSetState* set : process_sets_.member_sets()) {
+        if (set->id == 0) continue;
+        if (!run_set_round(*set, std::move(requests[set->id]))) return;
+      }
     }
     progress_.leave_cycle();
     if (abandoned_.load()) return;
     if (list.shutdown) {
-      if (!list.shutdown_reason.empty())
+      if (!set_failure_.empty())
+        shut_down_on_background_thread(StopKind::Failed, set_failure_);
+      else if (!list.shutdown_reason.empty())
         shut_down_on_background_thread(StopKind::Failed, list.shutdown_reason);
       else if (shutdown_requested_.load())
         shut_down_on_background_thread(StopKind::Requested, "hvd::shutdown() was called");
@@ -343,7 +368,7 @@ void Runtime::wait_for_cycle_start(std::chrono::steady_clock::time_point due,
   //    as soon as it arrives, and a waiting rank starts early to wait inside the negotiation.
   //    Not before a quarter period, so ranks waiting on each other cannot cycle in a tight loop.
   const auto soonest = due - period + period / 4;
-  switch (controller_->catch_up()) {
+  switch (catch_up()) {
     case CatchUp::Lagging:
       std::this_thread::sleep_until(soonest);
       queue_.wait_for_requests_until(due);
@@ -364,17 +389,59 @@ void Runtime::wait_for_cycle_start(std::chrono::steady_clock::time_point due,
   queue_.wait_until_quiet(kBurstGap, std::chrono::steady_clock::now() + period);
 }
 
-std::vector<TensorTableEntry> Runtime::entries_for(const Response& response) {
+bool Runtime::run_set_round(ProcessSetState& set, std::vector<Request> requests) {
+  for (const auto& r : requests)
+    if (r.type == RequestType::Join) set.joined = true;
+  ResponseList list;
+  try {
+    list = set.controller->compute_response_list(std::move(requests), false);
+  } catch (const std::exception& e) {
+    if (abandoned_.load()) return false;
+    shut_down_on_background_thread(StopKind::Failed, "negotiation in " + describe_process_set(set.id, set.ranks) +
+                                                         " failed: " + e.what());
+    return false;
+  }
+  open_queued_ops(timeline_, list);
+  for (const auto& response : list.responses) {
+    if (abandoned_.load()) return false;
+    execute(response, set);
+  }
+  if (!list.shutdown_reason.empty() && set_failure_.empty()) set_failure_ = list.shutdown_reason;
+  return true;
+}
+
+// This rank has anything in flight in a set other than the global one: the global set's idle
+// decision must see it, or every rank could go idle while a set still has work.
+bool Runtime::busy_outside_global_set() {
+  const auto sets = process_sets_.member_sets();
+  if (sets.size() < 2) return false;
+  for (const ProcessSetState* set : sets)
+    if (set->id != 0 && set->controller->busy()) return true;
+  return queue_.has_entries_outside(0);
+}
+
+// The most urgent of the sets' states: a rank that lags in any set starts its next cycle early.
+CatchUp Runtime::catch_up() const {
+  CatchUp state = CatchUp::None;
+  for (const ProcessSetState* set : const_cast<ProcessSetTable&>(process_sets_).member_sets()) {
+    const CatchUp c = set->controller->catch_up();
+    if (c == CatchUp::Lagging) return c;
+    if (c == CatchUp::Waiting) state = c;
+  }
+  return state;
+}
+
+std::vector<TensorTableEntry> Runtime::entries_for(const Response& response, ProcessSetState& set) {
   std::vector<TensorTableEntry> entries;
   for (std::size_t i = 0; i < response.names.size(); ++i) {
-    auto taken = queue_.take({response.names[i]});
+    auto taken = queue_.take({response.names[i]}, set.id);
     if (!taken.empty()) {
       entries.push_back(std::move(taken.front()));
       continue;
     }
     const CollectiveTraits* traits = find_traits(response.type);
     if (traits == nullptr || !traits->has_tensor) continue;
-    if (!(joined_ && traits->joinable))
+    if (!(set.joined && traits->joinable))
       log_error("internal: no local entry for tensor '" + response.names[i] + "' in a " +
                 response_type_name(response.type) + " response; contributing zeros");
     // A joined rank contributes zeros to the joinable collectives it no longer submits.
@@ -391,15 +458,19 @@ std::vector<TensorTableEntry> Runtime::entries_for(const Response& response) {
   return entries;
 }
 
-void Runtime::execute(const Response& response) {
-  std::vector<TensorTableEntry> entries = entries_for(response);
+void Runtime::execute(const Response& response, ProcessSetState& set) {
+  std::vector<TensorTableEntry> entries = entries_for(response, set);
   if (response.type == ResponseType::Error) {
     for (auto& e : entries) timeline_.start_op(e.name, "ERROR", {{"error", response.error}});
     finish(entries, Status::error(response.error));
     return;
   }
+  if (set.id == 0 && is_process_set_change(response)) {
+    change_process_sets(response, entries);
+    return;
+  }
   if (response.type == ResponseType::Join) {
-    joined_ = false;
+    set.joined = false;
     for (auto& e : entries)
       if (e.handle) e.handle->join_result = response.last_joined_rank;
     finish(entries, Status::ok());
@@ -414,6 +485,7 @@ void Runtime::execute(const Response& response) {
     return;
   }
   for (auto& e : entries) timeline_.queue_end(e.name);
+  op_context_->communicator = set.communicator;
   Status status = Status::ok();
   try {
     status = op->execute(entries, response);
@@ -445,6 +517,7 @@ void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& statu
 void Runtime::release_world() {
   if (watchdog_) watchdog_->stop();
   for (auto& backend : backends_) backend->shutdown();
+  process_sets_.clear();
   timeline_.stop();
   world_->finalize();
 }
@@ -488,12 +561,23 @@ std::string Runtime::stop_reason() const {
   return stop_reason_;
 }
 
-std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
+std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
+                                              int process_set_id) {
   auto state = std::make_shared<HandleState>(static_cast<int>(entries.size()));
   for (std::size_t i = 0; i < entries.size(); ++i) {
     entries[i].handle = state;
     entries[i].handle_index = static_cast<int>(i);
+    entries[i].process_set_id = process_set_id;
     state->outputs[i] = entries[i].output;
+  }
+  for (auto& r : requests) r.process_set_id = process_set_id;
+  // Held across the add, so a set cannot be removed between the check and the add.
+  std::lock_guard<std::mutex> lock(process_sets_.mutex());
+  if (process_set_id != 0) {
+    const std::string op = requests.empty() ? std::string("operation")
+                                            : std::string(request_type_name(requests.front().type)) + " of '" +
+                                                  display_name(entries.front().name) + "'";
+    check_member(process_set_id, op);
   }
   track(state);
   if (auto error = queue_.add(std::move(entries), std::move(requests))) throw Error(*error);

@@ -1,6 +1,7 @@
 // The one object behind hvd::init(): owns the world, backends, op registry, controller, tensor
 // queue, fusion buffer and timeline, and runs the background thread ("hvd-background") that
-// makes every MPI call: each cycle it pops new requests, negotiates through the Controller and
+// makes every MPI call: each cycle it pops new requests, negotiates through each process set's
+// Controller (the global set first, then the others this rank belongs to, by ascending id) and
 // executes the agreed responses with the registry's ops. User threads only enqueue.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "core/controller.h"
 #include "core/fusion_buffer.h"
 #include "core/op_registry.h"
+#include "core/process_set_table.h"
 #include "core/progress.h"
 #include "core/settings.h"
 #include "core/tensor_queue.h"
@@ -32,7 +34,8 @@ struct Topology {
 
 class Runtime {
  public:
-  explicit Runtime(Settings settings);
+  // `process_sets`: the ranks of each set hvd::init() registers (ids 1, 2, ... in this order).
+  explicit Runtime(Settings settings, std::vector<std::vector<int>> process_sets = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -59,7 +62,16 @@ class Runtime {
 
   // Queues the entries (with their requests) under one handle; throws hvd::Error when a name is
   // already in flight or the runtime has stopped.
-  std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  // In process set `process_set_id`: throws naming the op, the tensor and the set when the set is
+  // not registered or this rank is not in it.
+  std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
+                                       int process_set_id = 0);
+  // The global ranks of a registered set this rank belongs to; throws hvd::Error otherwise,
+  // naming `op` and the set. Any thread.
+  std::vector<int> process_set_ranks(int process_set_id, const std::string& op);
+  // Whether the id names a registered set (any thread), and its ranks if so.
+  bool find_process_set(int process_set_id, std::vector<int>* ranks);
+  bool dynamic_process_sets() const { return settings_.dynamic_process_sets; }
   // The controller's counters as of the last cycle (any thread; tests and benchmarks).
   ControllerStats controller_stats() const;
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
@@ -82,8 +94,20 @@ class Runtime {
   void wait_for_cycle_start(std::chrono::steady_clock::time_point due, std::chrono::steady_clock::duration period);
   // Submissions closer together than this are one burst (see wait_for_cycle_start).
   static constexpr std::chrono::microseconds kBurstGap{50};
-  void execute(const Response& response);
-  std::vector<TensorTableEntry> entries_for(const Response& response);
+  // One set's negotiation round and its responses; false when the runtime stopped.
+  bool run_set_round(ProcessSetState& set, std::vector<Request> requests);
+  bool busy_outside_global_set();
+  CatchUp catch_up() const;
+  void execute(const Response& response, ProcessSetState& set);
+  std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
+  // Process sets (runtime_process_sets.cc).
+  std::unique_ptr<Controller> make_controller(const ProcessSetState& set);
+  std::vector<int> check_member(int process_set_id, const std::string& op);  // under the table's lock
+  std::string create_initial_process_sets();  // collective; "" or why the ranks disagree
+  bool is_process_set_change(const Response& response) const;
+  void change_process_sets(const Response& response, std::vector<TensorTableEntry>& entries);
+  Status add_process_set(const Response& response, int* id);
+  Status remove_process_set(const Response& response);
   void finish(std::vector<TensorTableEntry>& entries, const Status& status);
   enum class StopKind { Requested, PeerLeft, Failed };
   void shut_down_on_background_thread(StopKind kind, const std::string& reason);
@@ -99,7 +123,10 @@ class Runtime {
   std::unique_ptr<World> world_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<OpContext> op_context_;
-  std::unique_ptr<Controller> controller_;
+  ProcessSetTable process_sets_;
+  std::vector<std::vector<int>> initial_process_sets_;
+  Controller* controller_ = nullptr;  // the global set's (owned by process_sets_)
+  std::string set_failure_;  // background thread: a set's negotiation failed; stop next cycle
   Progress progress_;
   std::unique_ptr<Watchdog> watchdog_;
   std::atomic<bool> abandoned_{false};  // the watchdog gave up on the background thread
@@ -110,8 +137,7 @@ class Runtime {
   mutable std::mutex stop_mutex_;
   std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
-  bool joined_ = false;
-  std::uint64_t idle_after_cycles_ = 3;  // background thread: this rank called join() and it has not completed
+  std::uint64_t idle_after_cycles_ = 3;
 
   std::mutex init_mutex_;
   std::condition_variable init_cv_;

@@ -9,7 +9,9 @@ namespace hvd::detail {
 
 std::string StallInspector::describe(const StalledTensor& stalled) {
   std::ostringstream out;
-  out << "tensor '" << display_name(stalled.name) << "' was submitted by some ranks but not by rank"
+  out << "tensor '" << display_name(stalled.name) << "'";
+  if (!stalled.process_set.empty()) out << " in " << stalled.process_set;
+  out << " was submitted by some ranks but not by rank"
       << (stalled.missing_ranks.size() == 1 ? " " : "s ");
   for (std::size_t i = 0; i < stalled.missing_ranks.size(); ++i)
     out << (i ? ", " : "") << stalled.missing_ranks[i];

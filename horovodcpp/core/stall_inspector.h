@@ -29,7 +29,8 @@ struct StallOptions {
 
 struct StalledTensor {
   std::string name;
-  std::vector<int> missing_ranks;
+  std::vector<int> missing_ranks;  // global ranks
+  std::string process_set;         // empty for the global set, else "process set 1 (ranks [2, 3])"
   double waited_seconds = 0;
 };
 

@@ -12,13 +12,15 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     const auto& name = entries[i].name;
     bool repeated_in_call = false;
     for (std::size_t j = 0; j < i; ++j) repeated_in_call |= entries[j].name == name;
-    if (table_.count(name) || repeated_in_call)
-      return "tensor '" + display_name(name) + "' is already in flight on this rank: names must be unique among "
-             "pending operations (wait for the first before submitting it again)";
+    const std::int32_t set = entries[i].process_set_id;
+    if (table_.count({set, name}) || repeated_in_call)
+      return "tensor '" + display_name(name) + "' is already in flight on this rank" +
+             (set == 0 ? std::string() : " in process set " + std::to_string(set)) +
+             ": names must be unique among pending operations (wait for the first before submitting it again)";
   }
   for (auto& e : entries) {
-    std::string name = e.name;
-    table_.emplace(std::move(name), std::move(e));
+    Key key{e.process_set_id, e.name};
+    table_.emplace(std::move(key), std::move(e));
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
   last_add_ = std::chrono::steady_clock::now();
@@ -33,12 +35,12 @@ std::vector<Request> TensorQueue::pop_requests() {
   return out;
 }
 
-std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& names) {
+std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& names, std::int32_t process_set_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TensorTableEntry> out;
   out.reserve(names.size());
   for (const auto& n : names) {
-    auto it = table_.find(n);
+    auto it = table_.find({process_set_id, n});
     if (it == table_.end()) continue;
     out.push_back(std::move(it->second));
     table_.erase(it);
@@ -69,9 +71,22 @@ void TensorQueue::wait_until_quiet(std::chrono::microseconds gap, std::chrono::s
   }
 }
 
-bool TensorQueue::contains(const std::string& name) const {
+bool TensorQueue::contains(const std::string& name, std::int32_t process_set_id) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return table_.count(name) > 0;
+  return table_.count({process_set_id, name}) > 0;
+}
+
+bool TensorQueue::has_entries(std::int32_t process_set_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = table_.lower_bound({process_set_id, std::string()});
+  return it != table_.end() && it->first.first == process_set_id;
+}
+
+bool TensorQueue::has_entries_outside(std::int32_t process_set_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, entry] : table_)
+    if (key.first != process_set_id) return true;
+  return false;
 }
 
 std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {

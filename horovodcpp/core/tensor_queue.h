@@ -1,9 +1,12 @@
 // The hand-off between user threads and the background thread: the table of in-flight entries
 // (by name) and the requests not yet negotiated. User threads add; the background thread pops
-// requests once per cycle and takes entries when their response comes. Thread-safe.
+// requests once per cycle and takes entries when their response comes. Each process set has its
+// own table (a name is unique within its set); requests carry their set's id. Thread-safe.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <utility>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -28,16 +31,20 @@ class TensorQueue {
   // Returns once no request has been added for `gap` (at once if none is waiting), or at
   // `deadline`.
   void wait_until_quiet(std::chrono::microseconds gap, std::chrono::steady_clock::time_point deadline);
-  // Removes the entries with these names, in the order given; names not present are skipped.
-  std::vector<TensorTableEntry> take(const std::vector<std::string>& names);
-  bool contains(const std::string& name) const;
+  // Removes the set's entries with these names, in the order given; names not present are skipped.
+  std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
+  bool contains(const std::string& name, std::int32_t process_set_id = 0) const;
+  // Whether any entry of that set (or of any set but that one) is in flight.
+  bool has_entries(std::int32_t process_set_id) const;
+  bool has_entries_outside(std::int32_t process_set_id) const;
   // Refuses further adds with `reason` and returns every entry still in flight.
   std::vector<TensorTableEntry> close(const std::string& reason);
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable requests_arrived_;
-  std::map<std::string, TensorTableEntry> table_;
+  using Key = std::pair<std::int32_t, std::string>;  // (process set id, name)
+  std::map<Key, TensorTableEntry> table_;
   std::vector<Request> requests_;
   std::chrono::steady_clock::time_point last_add_{};
   bool closed_ = false;

@@ -29,6 +29,7 @@ struct TensorTableEntry {
 
   std::shared_ptr<HandleState> handle;  // null for the zero-filled stand-ins of a joined rank
   int handle_index = 0;
+  std::int32_t process_set_id = 0;  // names are unique within a set, not across sets
 };
 
 // Allocates entry.output with `shape` and the input's dtype through the entry's allocator (host

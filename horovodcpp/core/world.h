@@ -1,10 +1,14 @@
-// The process world as a backend sees it at init: topology, the control channel, and host
-// collectives over the global, node-local and cross-node groups (used by hierarchical
-// allreduce). Created and used only on the background thread; owned by the Runtime.
+// The process world as a backend sees it at init: topology, the control channel, the global,
+// node-local and cross-node groups as Communicators (with host collectives over them, used by
+// hierarchical allreduce), and new groups for process sets. Created and used only on the background thread; owned by the Runtime.
 #pragma once
 
 #include <cstdint>
 
+#include <memory>
+#include <vector>
+
+#include "core/communicator.h"
 #include "core/control_channel.h"
 #include "core/liveness_channel.h"
 #include "core/status.h"
@@ -25,7 +29,14 @@ class World {
   virtual int cross_size() const = 0;
   // True when every node has the same number of local ranks (hierarchical ops need it).
   virtual bool homogeneous() const = 0;
-  virtual ControlChannel& control() = 0;
+  virtual ControlChannel& control() = 0;  // the global group's
+  virtual Communicator& global() = 0;
+  virtual Communicator& local() = 0;
+  virtual Communicator& cross() = 0;
+  // Collective over every rank of the world (each calls it at the same point, with the same
+  // arguments): a new group of `global_ranks` (distinct, in the order that gives their ranks in
+  // the group) with its own control channel; null on ranks not in it.
+  virtual std::unique_ptr<Communicator> create_communicator(int id, const std::vector<int>& global_ranks) = 0;
   // The watchdog's transport (see core/watchdog.h), used from the watchdog thread.
   virtual LivenessChannel& liveness() = 0;
   // In-place host allreduce of `count` elements over one group.

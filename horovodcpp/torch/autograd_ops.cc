@@ -17,6 +17,22 @@ using ::torch::autograd::variable_list;
 
 std::string gradient_name(const std::string& name) { return name.empty() ? name : name + ".grad"; }
 
+// The forward's process set, kept for the backward collective (saved_data holds IValues only;
+// a capsule carries a C++ object without registering a TorchScript class).
+struct ProcessSetHolder : ::torch::CustomClassHolder {
+  explicit ProcessSetHolder(ProcessSet s) : set(std::move(s)) {}
+  ProcessSet set;
+};
+
+void save_process_set(AutogradContext* ctx, const ProcessSet& set) {
+  ctx->saved_data["process_set"] = c10::IValue::make_capsule(c10::make_intrusive<ProcessSetHolder>(set));
+}
+
+ProcessSet saved_process_set(AutogradContext* ctx) {
+  auto holder = c10::static_intrusive_pointer_cast<ProcessSetHolder>(ctx->saved_data["process_set"].toCapsule());
+  return holder->set;
+}
+
 struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& tensor, AllreduceOptions options) {
     ctx->saved_data["op"] = static_cast<std::int64_t>(options.op);
@@ -24,6 +40,7 @@ struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction>
     ctx->saved_data["prescale"] = options.prescale_factor;
     ctx->saved_data["postscale"] = options.postscale_factor;
     ctx->saved_data["shape"] = tensor.sizes().vec();
+    save_process_set(ctx, options.process_set);
     return allreduce_async(tensor.detach(), options).wait();
   }
 
@@ -33,6 +50,7 @@ struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction>
     options.name = ctx->saved_data["name"].toStringRef();
     options.prescale_factor = ctx->saved_data["prescale"].toDouble();
     options.postscale_factor = ctx->saved_data["postscale"].toDouble();
+    options.process_set = saved_process_set(ctx);
     // Every rank takes part in the backward collective, even one whose loss ignored the result.
     at::Tensor grad = grads[0].defined() ? grads[0].contiguous()
                                          : at::zeros(ctx->saved_data["shape"].toIntVector(), grads[0].options());
@@ -47,22 +65,27 @@ struct AllgatherFunction : public ::torch::autograd::Function<AllgatherFunction>
     ctx->saved_data["name"] = gradient_name(options.name);
     ctx->saved_data["rows"] = tensor.size(0);
     ctx->saved_data["uniform"] = uniform;
+    save_process_set(ctx, options.process_set);
     return gathered;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::string name = ctx->saved_data["name"].toStringRef();
     const std::int64_t rows = ctx->saved_data["rows"].toInt();
+    const ProcessSet set = saved_process_set(ctx);
     AllreduceOptions sum;
     sum.op = ReduceOp::Sum;
     sum.name = name;
+    sum.process_set = set;
     at::Tensor total = allreduce_async(grads[0].contiguous(), sum).wait();
-    std::int64_t offset = hvd::rank() * rows;
+    const int rank_in_set = set.rank();
+    std::int64_t offset = rank_in_set * rows;
     if (!ctx->saved_data["uniform"].toBool()) {
       AllgatherOptions sizes_options;
       sizes_options.name = name.empty() ? name : name + ".rows";
+      sizes_options.process_set = set;
       const at::Tensor sizes = allgather(at::full({1}, rows, at::kLong), sizes_options);
-      offset = sizes.slice(0, 0, hvd::rank()).sum().item<std::int64_t>();
+      offset = sizes.slice(0, 0, rank_in_set).sum().item<std::int64_t>();
     }
     return {total.narrow(0, offset, rows), at::Tensor(), at::Tensor()};
   }

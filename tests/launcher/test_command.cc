@@ -124,6 +124,7 @@ TEST_CASE("every knob flag: the exact argv and the variable it adds") {
       {{"--liveness-timeout-seconds", "600"}, "HOROVOD_LIVENESS_TIMEOUT_SECONDS", "600"},
       {{"--hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
       {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
+      {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
       {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},
       {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
   };

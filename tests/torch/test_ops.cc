@@ -275,3 +275,49 @@ TEST_CASE("CUDA tensors reduce on the GPU with ready events", "[ops][cuda]") {
   ht::broadcast_(t, {0, "cuda.bc"});
   CHECK(torch::equal(t.cpu().to(torch::kFloat64), ramp(1000, 1)));
 }
+
+TEST_CASE("collectives in a process set: even and odd ranks, differentiable ones included", "[ops][process_set]") {
+  const int size = hvd::size(), rank = hvd::rank();
+  if (size < 2) return;  // the only set would have the global set's ranks
+  std::vector<int> evens, odds;
+  for (int r = 0; r < size; ++r) (r % 2 == 0 ? evens : odds).push_back(r);
+  // Every rank registers both sets, in the same order (a set of one rank at np=2; none at np=1).
+  hvd::ProcessSet even_set = hvd::add_process_set(evens);
+  hvd::ProcessSet odd_set = odds.empty() ? hvd::ProcessSet() : hvd::add_process_set(odds);
+  const hvd::ProcessSet& mine = rank % 2 == 0 ? even_set : odd_set;
+  const std::vector<int>& members = rank % 2 == 0 ? evens : odds;
+  double member_sum = 0;
+  for (int r : members) member_sum += r + 1;
+
+  hvd::AllreduceOptions sum{hvd::ReduceOp::Sum, "pset.sum"};
+  sum.process_set = mine;
+  CHECK(torch::equal(ht::allreduce(ramp(6, rank + 1), sum), ramp(6, member_sum)));
+
+  // The gradient of a differentiable allreduce is reduced in the same set.
+  auto x = ramp(4, rank + 1).requires_grad_(true);
+  hvd::AllreduceOptions avg{hvd::ReduceOp::Average, "pset.avg"};
+  avg.process_set = mine;
+  auto y = ht::allreduce(x, avg);
+  CHECK(torch::allclose(y.detach(), ramp(4, member_sum / members.size())));
+  (y * (rank + 1)).sum().backward();
+  CHECK(torch::allclose(x.grad(), torch::full({4}, member_sum / members.size(), torch::kFloat64)));
+
+  // Differentiable allgather: this rank's rows come back with the gradient of its slice.
+  auto g = torch::full({2, 3}, static_cast<double>(rank), torch::kFloat64).requires_grad_(true);
+  hvd::AllgatherOptions gather{"pset.gather"};
+  gather.process_set = mine;
+  auto gathered = ht::allgather(g, gather);
+  REQUIRE(gathered.size(0) == 2 * static_cast<std::int64_t>(members.size()));
+  for (std::size_t k = 0; k < members.size(); ++k)
+    CHECK(gathered[2 * k][0].item<double>() == members[k]);
+  (gathered * 2).sum().backward();
+  CHECK(torch::allclose(g.grad(), torch::full({2, 3}, 2.0 * members.size(), torch::kFloat64)));
+
+  // Broadcast from the set's rank 0 (the set's lowest global rank).
+  hvd::BroadcastOptions b{0, "pset.bcast"};
+  b.process_set = mine;
+  CHECK(torch::equal(ht::broadcast(ramp(3, rank + 1), b), ramp(3, members.front() + 1)));
+
+  hvd::remove_process_set(even_set);
+  if (!odds.empty()) hvd::remove_process_set(odd_set);
+}

@@ -24,6 +24,7 @@ RequestList sample_requests() {
   a.root = 1;
   a.group = "g";
   a.group_size = 4;
+  a.process_set_id = 5;
   Request b;
   b.name = "";
   list.requests = {a, b};

@@ -87,7 +87,37 @@ OutputAllocator host_allocator();
 
 namespace detail {
 struct HandleState;
+struct ProcessSetIdentity;
+struct ProcessSetAccess;
 }
+
+// A group of ranks that runs its own collectives (Horovod's process set): its own negotiation,
+// response cache and coordinator (the set's first rank), fusing only within itself; sets run
+// concurrently. A cheap value: copies share one identity, so a set made from ranks and passed to
+// init() or add_process_set() has its id from then on. Default-constructed = the global set.
+// Usable from any user thread.
+class ProcessSet {
+ public:
+  ProcessSet() = default;                      // the global set (every rank)
+  explicit ProcessSet(std::vector<int> ranks);  // unregistered until init() / add_process_set()
+  // 0 for the global set; -1 while not registered (or after remove_process_set()).
+  int id() const;
+  // Global ranks in the set, ascending. For the global set: 0..size()-1 (needs init()).
+  std::vector<int> ranks() const;
+  int size() const;
+  // This rank's index within the set; throws hvd::Error naming the set when not included().
+  int rank() const;
+  bool included() const;
+  bool is_global() const { return identity_ == nullptr; }
+  // "process set 2 (ranks [0, 1])", for messages.
+  std::string describe() const;
+  friend bool operator==(const ProcessSet& a, const ProcessSet& b);
+  friend bool operator!=(const ProcessSet& a, const ProcessSet& b) { return !(a == b); }
+
+ private:
+  friend struct detail::ProcessSetAccess;  // the runtime registers and looks up sets
+  std::shared_ptr<detail::ProcessSetIdentity> identity_;  // null: the global set
+};
 
 // A pending operation. Completed exactly once by the runtime; wait() rethrows a failure as
 // hvd::Error. Copies share the same operation.
@@ -112,29 +142,37 @@ struct AllreduceOptions {
   std::string name;  // empty: generated; must then be called in the same order on every rank
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
+  ProcessSet process_set;  // default: the global set
 };
 struct AllgatherOptions {
   std::string name;
+  ProcessSet process_set;  // default: the global set
 };
 struct BroadcastOptions {
   int root = 0;
   std::string name;
+  ProcessSet process_set;  // default: the global set
 };
 struct AlltoallOptions {
   std::vector<std::int64_t> splits;  // rows of the first dimension sent to each rank; empty: even
   std::string name;
+  ProcessSet process_set;  // default: the global set
 };
 struct ReducescatterOptions {
   ReduceOp op = ReduceOp::Average;
   std::string name;
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
+  ProcessSet process_set;  // default: the global set
 };
 
 // Lifecycle and topology. init() reads the HOROVOD_* environment (a bad value throws naming the
 // variable) and starts the background thread. local = ranks sharing a node (MPI shared-memory
 // split); cross = ranks with the same local rank.
 void init();
+// Also registers these sets (in this order; the same on every rank), as add_process_set() would,
+// whether or not HOROVOD_DYNAMIC_PROCESS_SETS is set.
+void init(std::vector<ProcessSet> process_sets);
 void shutdown();
 bool is_initialized();
 int rank();
@@ -175,11 +213,20 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
                                    const ReducescatterOptions& options = {},
                                    std::vector<ReadyEventPtr> ready = {});
 
-// Blocks until every rank has called barrier().
-void barrier();
-// Called by a rank that has run out of data: it keeps serving allreduces with zeros until every
-// rank has joined. Returns the rank that joined last.
-int join();
+// Blocks until every rank of the set has called barrier().
+void barrier(const ProcessSet& process_set = {});
+// Called by a rank that has run out of data: it keeps serving allreduces in the set with zeros
+// until every rank of the set has joined. Returns the (global) rank that joined last.
+int join(const ProcessSet& process_set = {});
+
+// Process sets at run time (needs HOROVOD_DYNAMIC_PROCESS_SETS=1): collectives over the global
+// set, called by every rank in the same order. add: ranks are global, distinct, in [0, size());
+// a set with the same ranks as a registered one is an error. remove: refused while the set has
+// operations in flight; the global set cannot be removed.
+ProcessSet global_process_set();
+ProcessSet add_process_set(std::vector<int> ranks);
+ProcessSet add_process_set(const ProcessSet& process_set);  // registers this (unregistered) set
+void remove_process_set(const ProcessSet& process_set);
 
 // Timeline recording at run time (HOROVOD_TIMELINE turns it on at init).
 void start_timeline(const std::string& path, bool mark_cycles = false);
