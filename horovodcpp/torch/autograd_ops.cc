@@ -17,6 +17,18 @@ using ::torch::autograd::variable_list;
 
 std::string gradient_name(const std::string& name) { return name.empty() ? name : name + ".grad"; }
 
+// The forward's process set, kept for the backward (saved_data holds IValues only).
+struct SavedProcessSet : ::torch::CustomClassHolder {
+  explicit SavedProcessSet(ProcessSet s) : set(std::move(s)) {}
+  ProcessSet set;
+};
+
+c10::IValue save_set(const ProcessSet& set) { return c10::IValue::make_capsule(c10::make_intrusive<SavedProcessSet>(set)); }
+
+ProcessSet saved_set(AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<SavedProcessSet>(ctx->saved_data["process_set"].toCapsule())->set;
+}
+
 struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& tensor, AllreduceOptions options) {
     ctx->saved_data["op"] = static_cast<std::int64_t>(options.op);
@@ -24,6 +36,7 @@ struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction>
     ctx->saved_data["prescale"] = options.prescale_factor;
     ctx->saved_data["postscale"] = options.postscale_factor;
     ctx->saved_data["shape"] = tensor.sizes().vec();
+    ctx->saved_data["process_set"] = save_set(options.process_set);
     return allreduce_async(tensor.detach(), options).wait();
   }
 
@@ -33,6 +46,7 @@ struct AllreduceFunction : public ::torch::autograd::Function<AllreduceFunction>
     options.name = ctx->saved_data["name"].toStringRef();
     options.prescale_factor = ctx->saved_data["prescale"].toDouble();
     options.postscale_factor = ctx->saved_data["postscale"].toDouble();
+    options.process_set = saved_set(ctx);
     // Every rank takes part in the backward collective, even one whose loss ignored the result.
     at::Tensor grad = grads[0].defined() ? grads[0].contiguous()
                                          : at::zeros(ctx->saved_data["shape"].toIntVector(), grads[0].options());
@@ -47,6 +61,7 @@ struct AllgatherFunction : public ::torch::autograd::Function<AllgatherFunction>
     ctx->saved_data["name"] = gradient_name(options.name);
     ctx->saved_data["rows"] = tensor.size(0);
     ctx->saved_data["uniform"] = uniform;
+    ctx->saved_data["process_set"] = save_set(options.process_set);
     return gathered;
   }
 
@@ -56,13 +71,16 @@ struct AllgatherFunction : public ::torch::autograd::Function<AllgatherFunction>
     AllreduceOptions sum;
     sum.op = ReduceOp::Sum;
     sum.name = name;
+    sum.process_set = saved_set(ctx);
     at::Tensor total = allreduce_async(grads[0].contiguous(), sum).wait();
-    std::int64_t offset = hvd::rank() * rows;
+    const int rank_in_set = sum.process_set.rank();
+    std::int64_t offset = rank_in_set * rows;
     if (!ctx->saved_data["uniform"].toBool()) {
       AllgatherOptions sizes_options;
       sizes_options.name = name.empty() ? name : name + ".rows";
+      sizes_options.process_set = sum.process_set;
       const at::Tensor sizes = allgather(at::full({1}, rows, at::kLong), sizes_options);
-      offset = sizes.slice(0, 0, hvd::rank()).sum().item<std::int64_t>();
+      offset = sizes.slice(0, 0, rank_in_set).sum().item<std::int64_t>();
     }
     return {total.narrow(0, offset, rows), at::Tensor(), at::Tensor()};
   }
