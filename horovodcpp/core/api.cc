@@ -1,5 +1,6 @@
 // The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
 // before anything is sent), then an enqueue on the one Runtime.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -334,13 +335,18 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
   const int set = set_for(rt, options.process_set, "broadcast", name, &members);
   check_input("broadcast", name, input);
   check_output("broadcast", name, input, output);
-  // As in Horovod, the root is a rank within the set.
-  const int size = static_cast<int>(members.size());
-  if (options.root < 0 || options.root >= size)
-    throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
-                std::to_string(size) + ")" + (set == 0 ? "" : " of " + options.process_set.describe()));
+  // As in Horovod, the root is a global rank, and it must be in the set; the collective itself
+  // runs on the set's communicator, where the root is its index among the members.
+  const auto root_at = std::find(members.begin(), members.end(), options.root);
+  if (root_at == members.end()) {
+    if (set == 0)
+      throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
+                  std::to_string(members.size()) + ")");
+    throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
+                options.process_set.describe());
+  }
   auto e = make_entry(detail::RequestType::Broadcast, name, std::move(input), std::move(output), std::move(ready));
-  e.root = options.root;
+  e.root = static_cast<int>(root_at - members.begin());
   return enqueue_one(rt, std::move(e), set);
 }
 

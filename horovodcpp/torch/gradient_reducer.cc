@@ -34,8 +34,13 @@ void check_options(const DistributedOptimizerOptions& o) {
 
 GradientReducer::GradientReducer(const NamedTensors& named_parameters, const DistributedOptimizerOptions& options,
                                  const std::vector<::torch::optim::OptimizerParamGroup>& groups)
-    : options_(options), size_(hvd::size()) {
+    : options_(options) {
   check_options(options_);
+  if (!options_.process_set.included())
+    throw Error(std::string(kWho) + ": rank " + std::to_string(hvd::rank()) + " is not in " +
+                options_.process_set.describe() + ", the DistributedOptimizerOptions::process_set");
+  size_ = options_.process_set.size();
+  wire_options_.process_set = options_.process_set;
   wire_options_.op = options_.op;
   wire_options_.prescale_factor = 1.0 / options_.gradient_predivide_factor;
   wire_options_.postscale_factor = options_.gradient_predivide_factor;
@@ -219,6 +224,7 @@ std::string GradientReducer::reduce_all() {
   AllreduceOptions sum;
   sum.op = ReduceOp::Sum;
   sum.name = options_.name + "#gradients_present";
+  sum.process_set = options_.process_set;
   auto present_wire = wrap(present);
   hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, sum);
   const std::string wait_failure = write_back();

@@ -7,6 +7,7 @@
 
 #include <c10/util/Type.h>
 
+#include <algorithm>
 #include <functional>
 #include <iomanip>
 #include <sstream>
@@ -18,10 +19,28 @@
 namespace hvd::torch {
 namespace {
 
-void check_root(const std::string& who, int root) {
-  const int size = hvd::size();
-  if (root < 0 || root >= size)
-    throw Error(who + ": root rank " + std::to_string(root) + " is out of range [0, " + std::to_string(size) + ")");
+// The root's index among the set's ranks (root is a global rank, as in Horovod). Throws when
+// the root or this rank is not in the set.
+int root_index(const std::string& who, int root, const ProcessSet& set) {
+  const std::vector<int> ranks = set.ranks();
+  if (set.is_global()) {
+    if (root < 0 || root >= static_cast<int>(ranks.size()))
+      throw Error(who + ": root rank " + std::to_string(root) + " is out of range [0, " + std::to_string(ranks.size()) + ")");
+    return root;
+  }
+  const auto at = std::find(ranks.begin(), ranks.end(), root);
+  if (at == ranks.end()) throw Error(who + ": root rank " + std::to_string(root) + " is not in " + set.describe());
+  if (!set.included())
+    throw Error(who + ": rank " + std::to_string(hvd::rank()) + " is not in " + set.describe());
+  return static_cast<int>(at - ranks.begin());
+}
+
+// "rank(s) 1, 3": positions in a set's gather, named by their global ranks.
+std::string global_ranks(const std::vector<std::size_t>& positions, const ProcessSet& set) {
+  const std::vector<int> ranks = set.ranks();
+  std::string out;
+  for (std::size_t p : positions) out += (out.empty() ? "" : ", ") + std::to_string(ranks.at(p));
+  return out;
 }
 
 // Names, dtypes and shapes in order, so ranks can tell whether they hold the same tensors.
@@ -38,18 +57,19 @@ std::int64_t fingerprint(const NamedTensors& tensors) {
 
 // Every rank throws the same error when any rank's tensors differ from root's, so none is left
 // waiting in a broadcast the others never start.
-void check_same_tensors(const NamedTensors& tensors, int root) {
-  const auto prints = allgather_object<std::int64_t>(fingerprint(tensors), "broadcast_parameters.fingerprint");
-  std::string differing;
+void check_same_tensors(const NamedTensors& tensors, int root, int root_at, const ProcessSet& set) {
+  const auto prints =
+      allgather_object<std::int64_t>(fingerprint(tensors), "broadcast_parameters.fingerprint", set);
+  std::vector<std::size_t> differing;
   for (std::size_t r = 0; r < prints.size(); ++r)
-    if (prints[r] != prints[root]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+    if (prints[r] != prints[root_at]) differing.push_back(r);
   if (!differing.empty())
-    throw Error("broadcast_parameters: rank(s) " + differing +
+    throw Error("broadcast_parameters: rank(s) " + global_ranks(differing, set) +
                 " hold tensors whose names, dtypes or shapes differ from root rank " + std::to_string(root) +
                 "'s (this rank has " + std::to_string(tensors.size()) + ")");
 }
 
-void broadcast_tensors(const NamedTensors& tensors, int root) {
+void broadcast_tensors(const NamedTensors& tensors, int root, const ProcessSet& set) {
   struct Pending {
     at::Tensor target, wire;
     Handle handle;
@@ -60,7 +80,11 @@ void broadcast_tensors(const NamedTensors& tensors, int root) {
     const at::Tensor& t = item.value();
     detail::to_hvd_dtype(t.scalar_type(), "broadcast_parameters", item.key());
     at::Tensor wire = t.is_contiguous() ? t : t.contiguous();
-    pending.push_back({t, wire, broadcast_async_(wire, {root, name})});
+    BroadcastOptions options;
+    options.root = root;
+    options.name = name;
+    options.process_set = set;
+    pending.push_back({t, wire, broadcast_async_(wire, options)});
   }
   at::NoGradGuard no_grad;
   std::string failure;
@@ -97,19 +121,16 @@ std::string describe_optimizer(::torch::optim::Optimizer& optimizer) {
 }
 
 // Every rank throws the same error, before any state is sent, when an optimizer differs from root's.
-void check_same_optimizer(::torch::optim::Optimizer& optimizer, int root, const std::string& who) {
-  const auto all = allgather_object(describe_optimizer(optimizer), who + ".fingerprint");
-  std::string differing;
-  int first = -1;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r] == all[root]) continue;
-    differing += (differing.empty() ? "" : ", ") + std::to_string(r);
-    if (first < 0) first = static_cast<int>(r);
-  }
-  if (first >= 0)
-    throw Error(who + ": rank(s) " + differing + " hold an optimizer unlike root rank " + std::to_string(root) +
-                "'s: root rank " + std::to_string(root) + " has " + all[root] + "; rank " + std::to_string(first) +
-                " has " + all[first]);
+void check_same_optimizer(::torch::optim::Optimizer& optimizer, int root, int root_at, const ProcessSet& set,
+                          const std::string& who) {
+  const auto all = allgather_object(describe_optimizer(optimizer), who + ".fingerprint", set);
+  std::vector<std::size_t> differing;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[root_at]) differing.push_back(r);
+  if (!differing.empty())
+    throw Error(who + ": rank(s) " + global_ranks(differing, set) + " hold an optimizer unlike root rank " +
+                std::to_string(root) + "'s: root rank " + std::to_string(root) + " has " + all[root_at] + "; rank " +
+                global_ranks({differing.front()}, set) + " has " + all[differing.front()]);
 }
 
 std::string save_optimizer_state(::torch::optim::Optimizer& optimizer) {
@@ -158,66 +179,81 @@ std::string load_optimizer_state(::torch::optim::Optimizer& optimizer, const std
 
 }  // namespace
 
-void broadcast_parameters(const NamedTensors& parameters, int root) {
-  check_root("broadcast_parameters", root);
+void broadcast_parameters(const NamedTensors& parameters, int root, const ProcessSet& process_set) {
+  const int root_at = root_index("broadcast_parameters", root, process_set);
   for (const auto& item : parameters)
     if (!item.value().defined()) throw Error("broadcast_parameters: tensor '" + item.key() + "' is undefined");
-  if (hvd::size() == 1) return;
-  check_same_tensors(parameters, root);
-  broadcast_tensors(parameters, root);
+  if (process_set.size() == 1) return;
+  check_same_tensors(parameters, root, root_at, process_set);
+  broadcast_tensors(parameters, root, process_set);
 }
 
-void broadcast_parameters(const ::torch::nn::Module& module, int root) {
+void broadcast_parameters(const ::torch::nn::Module& module, int root, const ProcessSet& process_set) {
   NamedTensors all;
   for (const auto& item : module.named_parameters()) all.insert("parameter:" + item.key(), item.value());
   for (const auto& item : module.named_buffers()) all.insert("buffer:" + item.key(), item.value());
-  broadcast_parameters(all, root);
+  broadcast_parameters(all, root, process_set);
 }
 
-void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root) {
+void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root, const ProcessSet& process_set) {
   const std::string who = "broadcast_optimizer_state";
-  check_root(who, root);
-  if (hvd::size() == 1) return;
-  check_same_optimizer(optimizer, root, who);
+  const int root_at = root_index(who, root, process_set);
+  if (process_set.size() == 1) return;
+  check_same_optimizer(optimizer, root, root_at, process_set, who);
   const bool is_root = hvd::rank() == root;
-  const std::string payload = detail::broadcast_bytes(is_root ? save_optimizer_state(optimizer) : "", root, who);
+  const std::string payload =
+      detail::broadcast_bytes(is_root ? save_optimizer_state(optimizer) : "", root, who, process_set);
   const std::string failure = is_root ? "" : load_optimizer_state(optimizer, payload);
   // Every rank learns whether every load worked, so none carries on alone.
-  const auto failures = allgather_object(failure, who + ".outcome");
+  const auto failures = allgather_object(failure, who + ".outcome", process_set);
   for (std::size_t r = 0; r < failures.size(); ++r)
     if (!failures[r].empty())
-      throw Error(who + ": rank " + std::to_string(r) + " could not load root rank " + std::to_string(root) +
-                  "'s optimizer state: " + failures[r]);
+      throw Error(who + ": rank " + global_ranks({r}, process_set) + " could not load root rank " +
+                  std::to_string(root) + "'s optimizer state: " + failures[r]);
 }
 
-double metric_average(double value, const std::string& name) {
+double metric_average(double value, const std::string& name, const ProcessSet& process_set) {
   at::Tensor t = at::full({1}, value, at::kDouble);
-  allreduce_(t, {ReduceOp::Average, name});
+  AllreduceOptions options;
+  options.name = name;
+  options.process_set = process_set;
+  allreduce_(t, options);
   return t.item<double>();
 }
 
 namespace detail {
 
-std::string broadcast_bytes(const std::string& payload, int root, const std::string& name) {
-  check_root("broadcast_object", root);
-  if (hvd::size() == 1) return payload;
+std::string broadcast_bytes(const std::string& payload, int root, const std::string& name,
+                            const ProcessSet& process_set) {
+  root_index("broadcast_object", root, process_set);
+  if (process_set.size() == 1) return payload;
   const bool named = !name.empty();
+  BroadcastOptions options;
+  options.root = root;
+  options.process_set = process_set;
   at::Tensor length = at::full({1}, static_cast<std::int64_t>(payload.size()), at::kLong);
-  broadcast_(length, {root, named ? name + ".length" : ""});
+  options.name = named ? name + ".length" : "";
+  broadcast_(length, options);
   at::Tensor bytes = at::empty({length.item<std::int64_t>()}, at::kByte);
   if (hvd::rank() == root && !payload.empty()) std::memcpy(bytes.data_ptr(), payload.data(), payload.size());
-  broadcast_(bytes, {root, named ? name + ".bytes" : ""});
+  options.name = named ? name + ".bytes" : "";
+  broadcast_(bytes, options);
   if (bytes.numel() == 0) return {};
   return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(bytes.numel()));
 }
 
-std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name) {
+std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name,
+                                         const ProcessSet& process_set) {
   const bool named = !name.empty();
+  AllgatherOptions options;
+  options.process_set = process_set;
+  options.name = named ? name + ".length" : "";
   at::Tensor length = at::full({1}, static_cast<std::int64_t>(payload.size()), at::kLong);
-  at::Tensor lengths = allgather(length, {named ? name + ".length" : ""});
+  at::Tensor lengths = allgather(length, options);
   at::Tensor bytes = at::empty({static_cast<std::int64_t>(payload.size())}, at::kByte);
   if (!payload.empty()) std::memcpy(bytes.data_ptr(), payload.data(), payload.size());
-  at::Tensor all = allgather(bytes, {named ? name + ".bytes" : ""});
+  options.name = named ? name + ".bytes" : "";
+  at::Tensor all = allgather(bytes, options);
   std::vector<std::string> out;
   const auto* cursor = static_cast<const char*>(all.data_ptr());
   const auto* sizes = lengths.data_ptr<std::int64_t>();
@@ -250,21 +286,19 @@ std::string untagged(const std::string& payload, const std::string& type, const 
   return payload.substr(end + 1);
 }
 
-void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name) {
-  if (hvd::size() == 1) {
+void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name,
+                      const ProcessSet& process_set) {
+  if (process_set.size() == 1) {
     if (!failure.empty()) throw Error(failure);
     return;
   }
-  const auto all = allgather_bytes(failure, name.empty() ? name : name + ".outcome");
-  std::string ranks;
-  int first = -1;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty()) continue;
-    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    if (first < 0) first = static_cast<int>(r);
-  }
-  if (first >= 0)
-    throw Error(op + ": failed on rank(s) " + ranks + "; rank " + std::to_string(first) + ": " + all[first]);
+  const auto all = allgather_bytes(failure, name.empty() ? name : name + ".outcome", process_set);
+  std::vector<std::size_t> failed;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) failed.push_back(r);
+  if (!failed.empty())
+    throw Error(op + ": failed on rank(s) " + global_ranks(failed, process_set) + "; rank " +
+                global_ranks({failed.front()}, process_set) + ": " + all[failed.front()]);
 }
 
 }  // namespace detail

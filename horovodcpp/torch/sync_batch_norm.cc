@@ -29,6 +29,11 @@ std::vector<std::int64_t> channel_shape(const at::Tensor& input) {
 
 SyncBatchNormImpl::SyncBatchNormImpl(const ::torch::nn::BatchNormOptions& options_) : options(options_) { reset(); }
 
+SyncBatchNormImpl::SyncBatchNormImpl(const ::torch::nn::BatchNormOptions& options_, ProcessSet process_set_)
+    : options(options_), process_set(std::move(process_set_)) {
+  reset();
+}
+
 void SyncBatchNormImpl::reset() {
   name_ = next_name();
   const std::int64_t c = options.num_features();
@@ -84,7 +89,7 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
     return at::batch_norm(input, weight, bias, running_mean, running_var, false, 0.0, options.eps(),
                           at::globalContext().userEnabledCuDNN());
   if (is_training() && options.track_running_stats()) num_batches_tracked += 1;
-  if (hvd::size() == 1) {
+  if (process_set.size() == 1) {
     const double factor = options.momentum().has_value() ? *options.momentum()
                                                          : 1.0 / num_batches_tracked.item<double>();
     return at::batch_norm(input, weight, bias, running_mean, running_var, true, factor, options.eps(),
@@ -111,6 +116,7 @@ at::Tensor SyncBatchNormImpl::batch_statistics_forward(const at::Tensor& input) 
   const at::Tensor row = at::cat({mean, var, at::full({1}, static_cast<double>(count), x.options())}).unsqueeze(0);
   AllgatherOptions gather;
   gather.name = name_;
+  gather.process_set = process_set;
   const at::Tensor stats = detail::differentiable_allgather_uniform(row.contiguous(), gather);  // [ranks, 2C+1]
   const at::Tensor counts = stats.select(1, 2 * c).unsqueeze(1);
   const at::Tensor n = counts.sum();

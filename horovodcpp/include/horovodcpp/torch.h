@@ -117,22 +117,26 @@ Handle grouped_reducescatter_async(const std::vector<at::Tensor>& tensors, const
 // before the first is waited on). Names, dtypes and shapes must be the same on every rank (they
 // are compared first: any difference is an error on every rank). Broadcast a Module to include
 // its buffers.
-void broadcast_parameters(const NamedTensors& parameters, int root = 0);
-void broadcast_parameters(const ::torch::nn::Module& module, int root = 0);
+// With a process set, only its ranks take part and `root` is a global rank in the set.
+void broadcast_parameters(const NamedTensors& parameters, int root = 0, const ProcessSet& process_set = {});
+void broadcast_parameters(const ::torch::nn::Module& module, int root = 0, const ProcessSet& process_set = {});
 
 // Makes every rank's optimizer an exact copy of root's: per-parameter state (e.g. Adam's step,
 // exp_avg, exp_avg_sq; SGD's momentum buffers) and each param group's options (learning rate,
 // betas, ...). The optimizers must be of the same class with the same param groups, parameter
 // counts, dtypes and shapes: the ranks compare these first, and any difference (or a rank that
 // cannot load root's state) is an hvd::Error on every rank naming the ranks and what differs.
-void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root = 0);
+void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root = 0,
+                               const ProcessSet& process_set = {});
 
-// Averages a scalar metric (loss, accuracy) over ranks.
-double metric_average(double value, const std::string& name = {});
+// Averages a scalar metric (loss, accuracy) over ranks (of the set).
+double metric_average(double value, const std::string& name = {}, const ProcessSet& process_set = {});
 
 namespace detail {
-std::string broadcast_bytes(const std::string& payload, int root, const std::string& name);
-std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name);
+std::string broadcast_bytes(const std::string& payload, int root, const std::string& name,
+                            const ProcessSet& process_set = {});
+std::vector<std::string> allgather_bytes(const std::string& payload, const std::string& name,
+                                         const ProcessSet& process_set = {});
 std::string pickle(const c10::IValue& value);
 c10::IValue unpickle(const std::string& bytes);
 // Objects travel behind their C++ type's name, so a rank that expects another type (even one
@@ -146,7 +150,8 @@ std::string type_tag() {
 }
 // Collective: every rank learns every rank's failure ("" for none), and all of them throw the
 // same hvd::Error when any failed, naming the ranks.
-void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name);
+void agree_on_outcome(const std::string& failure, const std::string& op, const std::string& name,
+                      const ProcessSet& process_set = {});
 
 template <class T>
 std::string encode_object(const T& value) {
@@ -191,13 +196,15 @@ T decode_object(const std::string& bytes, const std::string& op, const std::stri
 
 // Root's value on every rank. T is std::string (raw bytes), a trivially copyable type, or any
 // type c10::IValue holds (tensors, lists, dicts, tuples, strings), which is pickled.
-// A rank whose type differs from root's makes every rank throw, root included.
+// A rank whose type differs from root's makes every rank throw, root included. With a process
+// set, only its ranks take part and `root` is a global rank in the set.
 template <class T>
-T broadcast_object(const T& value, int root = 0, const std::string& name = {}) {
+T broadcast_object(const T& value, int root = 0, const std::string& name = {}, const ProcessSet& process_set = {}) {
   const std::string op = detail::object_op("broadcast_object", name);
   const std::string source = "root rank " + std::to_string(root);
   const std::string payload =
-      detail::broadcast_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), root, name);
+      detail::broadcast_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), root, name,
+                              process_set);
   std::optional<T> out;
   std::string failure;
   try {
@@ -205,18 +212,20 @@ T broadcast_object(const T& value, int root = 0, const std::string& name = {}) {
   } catch (const Error& e) {
     failure = e.what();
   }
-  detail::agree_on_outcome(failure, op, name);
+  detail::agree_on_outcome(failure, op, name, process_set);
   return std::move(*out);
 }
 
-// Every rank's value, in rank order.
+// Every rank's value, in rank order (with a process set: its ranks' values, in the set's order).
 template <class T>
-std::vector<T> allgather_object(const T& value, const std::string& name = {}) {
+std::vector<T> allgather_object(const T& value, const std::string& name = {}, const ProcessSet& process_set = {}) {
   std::vector<T> out;
   const std::string op = detail::object_op("allgather_object", name);
-  const auto all = detail::allgather_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), name);
+  const auto all =
+      detail::allgather_bytes(detail::tagged(detail::type_tag<T>(), detail::encode_object(value)), name, process_set);
+  const std::vector<int> ranks = process_set.ranks();
   for (std::size_t r = 0; r < all.size(); ++r) {
-    const std::string source = "rank " + std::to_string(r);
+    const std::string source = "rank " + std::to_string(r < ranks.size() ? ranks[r] : static_cast<int>(r));
     out.push_back(detail::decode_object<T>(detail::untagged(all[r], detail::type_tag<T>(), op, source), op, source));
   }
   return out;

@@ -29,6 +29,10 @@ struct DistributedOptimizerOptions {
   // Prefix of the gradients' collective names ("<name>.<parameter name>"): the same on every
   // rank. Two optimizers whose allreduces can be in flight together need different names.
   std::string name = "DistributedOptimizer";
+  // The ranks that average gradients together (default: every rank). Ranks of other sets run
+  // their own optimizers at the same time (several data-parallel groups in one job); a rank
+  // outside the set cannot construct it.
+  ProcessSet process_set;
 };
 
 // LibTorch's own default for zero_grad(): 1.x zeroes the gradients, 2.x resets them.

@@ -10,6 +10,8 @@
 #include <ostream>
 #include <string>
 
+#include "horovodcpp/horovod.h"
+
 namespace hvd::torch {
 
 // A drop-in for torch::nn::BatchNorm1d/2d/3d (inputs of 2 to 5 dimensions, channels in dimension
@@ -22,12 +24,14 @@ namespace hvd::torch {
 //
 // Each forward in training runs one allgather (and its backward one allreduce) named after the
 // module's construction order: build SyncBatchNorm modules in the same order on every rank. At
-// size 1 it is plain batch normalization.
+// size 1 (or on a process set of one rank) it is plain batch normalization.
 class SyncBatchNormImpl : public ::torch::nn::Cloneable<SyncBatchNormImpl> {
  public:
   explicit SyncBatchNormImpl(std::int64_t num_features)
       : SyncBatchNormImpl(::torch::nn::BatchNormOptions(num_features)) {}
   explicit SyncBatchNormImpl(const ::torch::nn::BatchNormOptions& options);
+  // Statistics over the ranks of `process_set` only (a per-node or per-group batch norm).
+  SyncBatchNormImpl(const ::torch::nn::BatchNormOptions& options, ProcessSet process_set);
 
   at::Tensor forward(const at::Tensor& input);
   void reset() override;
@@ -38,6 +42,7 @@ class SyncBatchNormImpl : public ::torch::nn::Cloneable<SyncBatchNormImpl> {
   ::torch::nn::BatchNormOptions options;
   at::Tensor weight, bias;                                     // undefined unless affine
   at::Tensor running_mean, running_var, num_batches_tracked;  // undefined unless track_running_stats
+  ProcessSet process_set;  // the ranks whose batches are normalized together (default: all)
 
  private:
   at::Tensor batch_statistics_forward(const at::Tensor& input);
