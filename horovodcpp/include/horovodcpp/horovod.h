@@ -142,28 +142,28 @@ struct AllreduceOptions {
   std::string name;  // empty: generated; must then be called in the same order on every rank
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
-  ProcessSet process_set;  // default: the global set
+  ProcessSet process_set{};  // default: the global set
 };
 struct AllgatherOptions {
   std::string name;
-  ProcessSet process_set;  // default: the global set
+  ProcessSet process_set{};  // default: the global set
 };
 struct BroadcastOptions {
   int root = 0;
   std::string name;
-  ProcessSet process_set;  // default: the global set
+  ProcessSet process_set{};  // default: the global set
 };
 struct AlltoallOptions {
   std::vector<std::int64_t> splits;  // rows of the first dimension sent to each rank; empty: even
   std::string name;
-  ProcessSet process_set;  // default: the global set
+  ProcessSet process_set{};  // default: the global set
 };
 struct ReducescatterOptions {
   ReduceOp op = ReduceOp::Average;
   std::string name;
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
-  ProcessSet process_set;  // default: the global set
+  ProcessSet process_set{};  // default: the global set
 };
 
 // Lifecycle and topology. init() reads the HOROVOD_* environment (a bad value throws naming the

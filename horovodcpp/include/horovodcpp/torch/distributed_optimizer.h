@@ -32,7 +32,7 @@ struct DistributedOptimizerOptions {
   // The ranks that average gradients together (default: every rank). Ranks of other sets run
   // their own optimizers at the same time (several data-parallel groups in one job); a rank
   // outside the set cannot construct it.
-  ProcessSet process_set;
+  ProcessSet process_set{};
 };
 
 // LibTorch's own default for zero_grad(): 1.x zeroes the gradients, 2.x resets them.
