@@ -60,11 +60,11 @@ struct ControllerOptions {
   std::int64_t cache_capacity = default_settings().cache_capacity;
   StallOptions stall;
   // A process set's controller: its coordinator names these global ranks and this set.
-  CoordinatorGroup group;
+  CoordinatorGroup group{};
 };
 
 inline ControllerOptions controller_options(const Settings& settings) {
-  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), CoordinatorGroup{}};
+  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), {}};
 }
 
 // Counters for tests and benchmarks.
