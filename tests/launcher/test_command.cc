@@ -126,7 +126,6 @@ TEST_CASE("every knob flag: the exact argv and the variable it adds") {
       {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
       {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
       {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},
-      {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
   };
   std::size_t with_flag = 0;
   for (const auto& spec : hvd::detail::setting_specs()) with_flag += spec.flag[0] != '\0';

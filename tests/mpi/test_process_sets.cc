@@ -146,6 +146,7 @@ TEST_CASE("a set of one rank", "[static][dynamic]") {
     hvd::allreduce_async(t, t, o).wait();
     for (int i = 0; i < 8; ++i) REQUIRE(read_as_double(*t, i) == Approx(4.0 * i));
     hvd::BroadcastOptions b;
+    b.root = 3;  // a global rank of the set
     b.name = "alone.b";
     b.process_set = g_alone;
     hvd::broadcast_async(t, t, b).wait();
