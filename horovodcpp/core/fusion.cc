@@ -1,5 +1,7 @@
 #include "core/fusion.h"
 
+#include <limits>
+
 #include "core/collective_traits.h"
 
 namespace hvd::detail {
@@ -24,7 +26,13 @@ std::int64_t fused_bytes(const Response& r) {
   for (std::size_t t = 0; t < r.shapes.size(); ++t) {
     const TensorShape& s = r.shapes[t];
     const std::int64_t row = s.empty() ? 1 : num_elements(TensorShape(s.begin() + 1, s.end()));
-    for (std::size_t k = 0; k < ranks; ++k) total += r.first_dims[t * ranks + k] * row * dtype_size(r.dtype);
+    for (std::size_t k = 0; k < ranks; ++k) {
+      // Saturating: a corrupt or absurd response must not overflow (it then fuses with nothing).
+      std::int64_t bytes = 0;
+      if (__builtin_mul_overflow(r.first_dims[t * ranks + k], row, &bytes) ||
+          __builtin_mul_overflow(bytes, dtype_size(r.dtype), &bytes) || __builtin_add_overflow(total, bytes, &total))
+        return std::numeric_limits<std::int64_t>::max();
+    }
   }
   return total;
 }
