@@ -21,19 +21,24 @@ class MpiControlChannel final : public ControlChannel {
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override;
   void bitwise_or(std::vector<std::uint64_t>& bits) override;
-  // Rank 0 keeps one receive posted for wake-up messages; any rank with work sends one, and rank
-  // 0 then releases everyone with a resume message. A stale wake-up left over from an earlier
-  // idle period only costs one spurious cycle.
-  void idle_wait(const LocalWorkWait& wait_for_local_work) override;
+  // Rank 0 starts every cycle: at once when it wants one itself, or when another rank asks with
+  // a wake-up message (it keeps one receive posted for them). Its start message reaches every
+  // other rank. Requests carry the cycle number, so a request for a cycle that already started
+  // (two ranks asked at once) is recognized as stale and costs nothing.
+  void wait_for_cycle_start(const CycleWanted& wants_cycle) override;
   // Cancels the posted wake-up receive; call before the communicator is freed.
   void close();
 
  private:
+  // Rank 0: whether some rank has asked for cycle `cycle` (or a later one) by now.
+  bool asked_by_another(std::uint64_t cycle);
+
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  std::uint64_t cycles_started_ = 0;  // the same on every rank: one per wait_for_cycle_start
   MPI_Request wake_request_ = MPI_REQUEST_NULL;
-  int wake_buffer_ = 0;
+  std::uint64_t wake_buffer_ = 0;
 };
 
 }  // namespace hvd::detail

@@ -36,8 +36,8 @@ void SimulatedChannel::combine(std::vector<std::uint64_t>& bits, bool is_and) {
   }
 }
 
-void SimulatedChannel::idle_wait(const LocalWorkWait&) {
-  throw std::logic_error("SimulatedChannel::idle_wait: the controller benchmark never idles");
+void SimulatedChannel::wait_for_cycle_start(const CycleWanted&) {
+  throw std::logic_error("SimulatedChannel::wait_for_cycle_start: the controller benchmark drives cycles itself");
 }
 
 }  // namespace hvd::bench

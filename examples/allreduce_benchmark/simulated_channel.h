@@ -31,8 +31,8 @@ class SimulatedChannel final : public detail::ControlChannel {
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
-  // Never reached: the benchmark drives compute_response_list itself and never goes idle.
-  void idle_wait(const LocalWorkWait& wait_for_local_work) override;
+  // Never reached: the benchmark drives compute_response_list itself.
+  void wait_for_cycle_start(const CycleWanted& wants_cycle) override;
 
  private:
   void combine(std::vector<std::uint64_t>& bits, bool is_and);

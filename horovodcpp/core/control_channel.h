@@ -24,11 +24,14 @@ class ControlChannel {
   // Element-wise bitwise OR across ranks, in place.
   virtual void bitwise_or(std::vector<std::uint64_t>& bits) = 0;
 
-  // Idle mode: every rank calls this in the same cycle once all agreed there is nothing to do.
-  // Returns on every rank soon after any rank has local work. `wait_for_local_work(timeout)`
-  // blocks up to `timeout` and says whether this rank has work; it is how a rank sleeps.
-  using LocalWorkWait = std::function<bool(std::chrono::microseconds timeout)>;
-  virtual void idle_wait(const LocalWorkWait& wait_for_local_work) = 0;
+  // Cycle start. Between two negotiation cycles every rank waits here; it returns on every rank
+  // once some rank asked for the next cycle, so cycles run only when some rank has work (no
+  // timer). A rank asks when `wants_cycle(timeout)` returns true: it blocks up to `timeout`
+  // (waking early for local work) and says whether this rank wants a cycle now; the channel
+  // chooses the timeout, which is how often it looks for another rank's request. A rank that is
+  // asked by another joins the cycle without being asked itself.
+  using CycleWanted = std::function<bool(std::chrono::microseconds timeout)>;
+  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle) = 0;
 };
 
 }  // namespace hvd::detail

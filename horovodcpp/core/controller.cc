@@ -76,12 +76,13 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
   for (auto& r : requests) {
     if (r.type == RequestType::Join) joined_ = true;
     if (timeline_ != nullptr) {
-      timeline_->negotiate_start(r.name, request_type_name(r.type));
-      timeline_->negotiate_rank_ready(r.name, channel_.rank());
+      timeline_->negotiate_start(r.name, request_type_name(r.type), r.submitted);
+      timeline_->negotiate_rank_ready(r.name, channel_.rank(), r.submitted);
     }
     auto lookup = cacheable(r) ? cache_.lookup(r) : ResponseCache::Lookup::Miss;
     if (lookup == ResponseCache::Lookup::Hit) {
-      pending_cached_.push_back({std::move(r), now});
+      const auto since = r.submitted == Clock::time_point{} ? now : std::min(now, r.submitted);
+      pending_cached_.push_back({std::move(r), since});
       continue;
     }
     if (lookup == ResponseCache::Lookup::Invalid) invalid_slots->push_back(*cache_.slot_of(r.name));

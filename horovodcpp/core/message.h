@@ -3,6 +3,7 @@
 // Plain data; encoded on the wire by codec.h.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ struct Request {
   double waited_seconds = 0;
   // The process set it belongs to (0: the global set); each set negotiates on its own.
   std::int32_t process_set_id = 0;
+  // Local only (neither encoded nor compared): when this rank submitted it. Cycles start on
+  // demand, so a request can wait for one; the timeline dates this rank's readiness from here.
+  std::chrono::steady_clock::time_point submitted{};
 
   bool operator==(const Request& other) const;
   bool operator!=(const Request& other) const { return !(*this == other); }

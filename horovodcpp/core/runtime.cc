@@ -277,15 +277,19 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 }
 
 void Runtime::run_loop() {
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(settings_.cycle_time_ms));
-  // Go idle after about 20 ms without work (and at least 3 cycles).
-  idle_after_cycles_ = std::max<std::uint64_t>(3, static_cast<std::uint64_t>(20.0 / settings_.cycle_time_ms));
-  auto next_cycle = std::chrono::steady_clock::now();
+  queue_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(settings_.cycle_time_ms)));
   while (true) {
-    // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
-    wait_for_cycle_start(next_cycle, period);
-    next_cycle = std::chrono::steady_clock::now() + period;
+    // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
+    try {
+      world_->control().wait_for_cycle_start(
+          [this](std::chrono::microseconds timeout) { return wants_cycle(timeout); });
+    } catch (const std::exception& e) {
+      if (abandoned_.load()) return;
+      shut_down_on_background_thread(StopKind::Failed, std::string("waiting for a cycle failed: ") + e.what());
+      return;
+    }
+    last_cycle_start_ = std::chrono::steady_clock::now();
     if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
     progress_.enter_cycle(controller_->stats().cycles + 1);
     timeline_.mark_cycle_start();
@@ -299,9 +303,8 @@ void Runtime::run_loop() {
     try {
       // A set's failure (a stall there) stops every rank: its wish to shut down goes through
       // the global set, which names this rank to the others.
-      const bool busy_elsewhere = busy_outside_global_set();
       list = controller_->compute_response_list(std::move(requests[0]),
-                                                shutdown_requested_.load() || !set_failure_.empty(), busy_elsewhere);
+                                                shutdown_requested_.load() || !set_failure_.empty());
     } catch (const std::exception& e) {
       if (abandoned_.load()) return;  // the watchdog gave up on this thread: touch nothing more
       shut_down_on_background_thread(StopKind::Failed, std::string("negotiation failed: ") + e.what());
@@ -336,57 +339,25 @@ void Runtime::run_loop() {
         shut_down_on_background_thread(StopKind::PeerLeft, describe_shutdown(list));
       return;
     }
-    // Nothing anywhere for a while: stop cycling until some rank has work, so an idle runtime
-    // costs almost nothing. Every rank reaches this in the same cycle.
-    if (controller_->idle_cycles() >= idle_after_cycles_) {
-      try {
-        world_->control().idle_wait([this](std::chrono::microseconds timeout) {
-          const bool work = shutdown_requested_.load() || queue_.wait_for_requests(timeout);
-          // From here on the ranks must resume together: waiting for that is watched.
-          if (work) progress_.enter_cycle(controller_->stats().cycles);
-          return work;
-        });
-        progress_.leave_cycle();
-      } catch (const std::exception& e) {
-        if (abandoned_.load()) return;
-        shut_down_on_background_thread(StopKind::Failed, std::string("idle wait failed: ") + e.what());
-        return;
-      }
-      controller_->reset_idle();
-      next_cycle = std::chrono::steady_clock::now();
-    }
   }
 }
 
-void Runtime::wait_for_cycle_start(std::chrono::steady_clock::time_point due,
-                                   std::chrono::steady_clock::duration period) {
-  // The period bounds how often busy cycles run, but two states (every rank knows them from the
-  // last cycle's AND) start the next cycle sooner:
-  //  - no rank had anything: work that arrives starts a cycle at once (the ranks of a
-  //    data-parallel job submit at about the same moment, so they start together);
-  //  - some rank waits for a tensor others have not submitted yet: the rank that lacks it starts
-  //    as soon as it arrives, and a waiting rank starts early to wait inside the negotiation.
-  //    Not before a quarter period, so ranks waiting on each other cannot cycle in a tight loop.
-  const auto soonest = due - period + period / 4;
-  switch (catch_up()) {
-    case CatchUp::Lagging:
-      std::this_thread::sleep_until(soonest);
-      queue_.wait_for_requests_until(due);
-      break;
-    case CatchUp::Waiting:
-      std::this_thread::sleep_until(soonest);
-      break;
-    case CatchUp::None:
-      if (controller_->idle_cycles() > 0)
-        queue_.wait_for_requests_until(due);
-      else
-        std::this_thread::sleep_until(due);
-      break;
+// Whether this rank wants the next cycle, waiting up to `timeout` for a reason: submissions that
+// are due (SettleWindow), a wish to stop, or, while anything is in flight, a heartbeat, so the
+// stall inspector and the check for stalled cached tensors keep running when nothing new comes.
+bool Runtime::wants_cycle(std::chrono::microseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  bool want = shutdown_requested_.load() || !set_failure_.empty();
+  if (!want) {
+    const bool busy = busy_in_any_set();
+    const auto heartbeat = last_cycle_start_ + kBusyHeartbeat;
+    auto deadline = Clock::now() + timeout;
+    if (busy) deadline = std::min(deadline, heartbeat);
+    want = queue_.wait_until_due(deadline) || (busy && Clock::now() >= heartbeat);
   }
-  // A cycle that would start in the middle of a burst of submissions (a training step's
-  // tensors, one after another) waits for it to settle, so the burst is negotiated in one cycle
-  // on every rank rather than split across two.
-  queue_.wait_until_quiet(kBurstGap, std::chrono::steady_clock::now() + period);
+  // From here on the ranks must start together: waiting for that is watched.
+  if (want) progress_.enter_cycle(controller_->stats().cycles + 1);
+  return want;
 }
 
 bool Runtime::run_set_round(ProcessSetState& set, std::vector<Request> requests) {
@@ -410,25 +381,12 @@ bool Runtime::run_set_round(ProcessSetState& set, std::vector<Request> requests)
   return true;
 }
 
-// This rank has anything in flight in a set other than the global one: the global set's idle
-// decision must see it, or every rank could go idle while a set still has work.
-bool Runtime::busy_outside_global_set() {
-  const auto sets = process_sets_.member_sets();
-  if (sets.size() < 2) return false;
-  for (const ProcessSetState* set : sets)
-    if (set->id != 0 && set->controller->busy()) return true;
-  return queue_.has_entries_outside(0);
-}
-
-// The most urgent of the sets' states: a rank that lags in any set starts its next cycle early.
-CatchUp Runtime::catch_up() const {
-  CatchUp state = CatchUp::None;
-  for (const ProcessSetState* set : const_cast<ProcessSetTable&>(process_sets_).member_sets()) {
-    const CatchUp c = set->controller->catch_up();
-    if (c == CatchUp::Lagging) return c;
-    if (c == CatchUp::Waiting) state = c;
-  }
-  return state;
+// This rank has requests waiting for a response in some set (or, as a coordinator, other
+// ranks' requests).
+bool Runtime::busy_in_any_set() {
+  for (const ProcessSetState* set : process_sets_.member_sets())
+    if (set->controller->busy()) return true;
+  return false;
 }
 
 std::vector<TensorTableEntry> Runtime::entries_for(const Response& response, ProcessSetState& set) {
@@ -570,7 +528,11 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
     entries[i].process_set_id = process_set_id;
     state->outputs[i] = entries[i].output;
   }
-  for (auto& r : requests) r.process_set_id = process_set_id;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& r : requests) {
+    r.process_set_id = process_set_id;
+    r.submitted = now;
+  }
   // Held across the add, so a set cannot be removed between the check and the add.
   std::lock_guard<std::mutex> lock(process_sets_.mutex());
   if (process_set_id != 0) {

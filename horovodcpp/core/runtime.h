@@ -91,13 +91,12 @@ class Runtime {
   void abandon(const std::string& reason);
   void track(const std::shared_ptr<HandleState>& state);
   void run_loop();
-  void wait_for_cycle_start(std::chrono::steady_clock::time_point due, std::chrono::steady_clock::duration period);
-  // Submissions closer together than this are one burst (see wait_for_cycle_start).
-  static constexpr std::chrono::microseconds kBurstGap{50};
+  bool wants_cycle(std::chrono::microseconds timeout);
+  // While anything is in flight, a rank starts a cycle at least this often without news.
+  static constexpr std::chrono::milliseconds kBusyHeartbeat{100};
   // One set's negotiation round and its responses; false when the runtime stopped.
   bool run_set_round(ProcessSetState& set, std::vector<Request> requests);
-  bool busy_outside_global_set();
-  CatchUp catch_up() const;
+  bool busy_in_any_set();
   void execute(const Response& response, ProcessSetState& set);
   std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
   // Process sets (runtime_process_sets.cc).
@@ -137,7 +136,7 @@ class Runtime {
   mutable std::mutex stop_mutex_;
   std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
-  std::uint64_t idle_after_cycles_ = 3;
+  std::chrono::steady_clock::time_point last_cycle_start_{};
 
   std::mutex init_mutex_;
   std::condition_variable init_cv_;

@@ -1,13 +1,13 @@
 #include "core/tensor_queue.h"
 
 #include <algorithm>
-#include <thread>
 
 namespace hvd::detail {
 
 std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return closed_reason_;
+  const bool burst = !table_.empty();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& name = entries[i].name;
     bool repeated_in_call = false;
@@ -23,7 +23,7 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     table_.emplace(std::move(key), std::move(e));
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
-  last_add_ = std::chrono::steady_clock::now();
+  settle_.on_arrival(std::chrono::steady_clock::now(), burst);
   requests_arrived_.notify_all();
   return std::nullopt;
 }
@@ -32,6 +32,7 @@ std::vector<Request> TensorQueue::pop_requests() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Request> out;
   out.swap(requests_);
+  settle_.on_cycle_start();
   return out;
 }
 
@@ -48,27 +49,25 @@ std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& 
   return out;
 }
 
-bool TensorQueue::wait_for_requests(std::chrono::microseconds timeout) {
+bool TensorQueue::wait_until_due(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return requests_arrived_.wait_for(lock, timeout, [this] { return !requests_.empty(); });
-}
-
-bool TensorQueue::wait_for_requests_until(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return requests_arrived_.wait_until(lock, deadline, [this] { return !requests_.empty(); });
-}
-
-void TensorQueue::wait_until_quiet(std::chrono::microseconds gap, std::chrono::steady_clock::time_point deadline) {
   while (true) {
-    std::chrono::steady_clock::duration left;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const auto now = std::chrono::steady_clock::now();
-      if (requests_.empty() || now >= deadline || now - last_add_ >= gap) return;
-      left = std::min<std::chrono::steady_clock::duration>(last_add_ + gap - now, deadline - now);
-    }
-    std::this_thread::sleep_for(left);
+    const auto now = std::chrono::steady_clock::now();
+    if (!requests_.empty() && now >= settle_.due()) return true;
+    if (now >= deadline) return false;
+    // A new submission wakes the wait: it may be the first, or it moves the settle time.
+    requests_arrived_.wait_until(lock, requests_.empty() ? deadline : std::min(deadline, settle_.due()));
   }
+}
+
+void TensorQueue::set_longest_hold(std::chrono::steady_clock::duration hold) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  settle_.set_longest_hold(hold);
+}
+
+std::chrono::steady_clock::duration TensorQueue::settle_gap() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return settle_.gap();
 }
 
 bool TensorQueue::contains(const std::string& name, std::int32_t process_set_id) const {

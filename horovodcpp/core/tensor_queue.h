@@ -1,6 +1,6 @@
 // The hand-off between user threads and the background thread: the table of in-flight entries
 // (by name) and the requests not yet negotiated. User threads add; the background thread pops
-// requests once per cycle and takes entries when their response comes. Each process set has its
+// requests when a cycle starts and takes entries when their response comes. Each process set has its
 // own table (a name is unique within its set); requests carry their set's id. Thread-safe.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/settle_window.h"
 #include "core/tensor_table_entry.h"
 
 namespace hvd::detail {
@@ -23,14 +24,14 @@ class TensorQueue {
   // Adds all entries and their requests atomically (a grouped allreduce lands in one cycle).
   // Returns an error message instead when a name is already in flight or the queue is closed.
   std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  // Takes every waiting request (the cycle starts).
   std::vector<Request> pop_requests();
-  // Blocks up to `timeout` (or until `deadline`) until requests are waiting; returns whether
-  // there are any.
-  bool wait_for_requests(std::chrono::microseconds timeout);
-  bool wait_for_requests_until(std::chrono::steady_clock::time_point deadline);
-  // Returns once no request has been added for `gap` (at once if none is waiting), or at
-  // `deadline`.
-  void wait_until_quiet(std::chrono::microseconds gap, std::chrono::steady_clock::time_point deadline);
+  // Blocks until the waiting requests are due to start a cycle (see SettleWindow) and returns
+  // true, or returns false at `deadline`.
+  bool wait_until_due(std::chrono::steady_clock::time_point deadline);
+  // The longest a submission waits for a burst to settle (HOROVOD_CYCLE_TIME).
+  void set_longest_hold(std::chrono::steady_clock::duration hold);
+  std::chrono::steady_clock::duration settle_gap() const;
   // Removes the set's entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
   bool contains(const std::string& name, std::int32_t process_set_id = 0) const;
@@ -46,7 +47,7 @@ class TensorQueue {
   using Key = std::pair<std::int32_t, std::string>;  // (process set id, name)
   std::map<Key, TensorTableEntry> table_;
   std::vector<Request> requests_;
-  std::chrono::steady_clock::time_point last_add_{};
+  SettleWindow settle_{std::chrono::milliseconds(1)};
   bool closed_ = false;
   std::string closed_reason_;
 };

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -53,8 +54,11 @@ int main() {
   auto grad = hvd::HostTensor::allocate(hvd::DataType::Float32, {1024});
   std::vector<hvd::TensorPtr> group;
   for (int k = 0; k < 4; ++k) group.push_back(hvd::HostTensor::allocate(hvd::DataType::Float32, {256}));
-  // Bounded so a script that never kills it still ends (about a minute on a loaded machine).
-  for (int step = 0; step < 200000; ++step) {
+  // A millisecond of "compute" per step, as a training loop has: the runtime negotiates on
+  // demand, so without it the traces would grow by tens of thousands of steps a second.
+  // Bounded so a script that never kills it still ends (about a minute).
+  for (int step = 0; step < 50000; ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     hvd::allreduce_async(grad, grad, {hvd::ReduceOp::Average, "crash.grad"}).wait();
     hvd::grouped_allreduce_async(group, group, {hvd::ReduceOp::Average, "crash.group"}).wait();
   }

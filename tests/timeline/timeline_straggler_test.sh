@@ -11,7 +11,7 @@
 set -u
 runs=$1 app=$2 tool=$3 dir=$4 mpirun=$5
 shift 5
-readonly kPauseMs=60 kPeriodMs=100 kPausedSeconds=4
+readonly kPauseMs=80 kPeriodMs=100 kPausedSeconds=4
 fail() { echo "FAIL: $*"; tail -20 "$run_dir/mpirun.log" 2>/dev/null; cleanup; exit 1; }
 mpirun_pid=""
 cleanup() {

@@ -3,7 +3,6 @@
 // full set. Lets the Controller be tested without MPI.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -43,12 +42,23 @@ class Rendezvous {
     return out;
   }
   int size() const { return size_; }
-  void wake() { woken_ = true; }
-  bool woken() const { return woken_; }
-  void reset_wake() { woken_ = false; }
+  // Cycle starts: how many began, and which rank asked first for each (tests check who started).
+  void start_cycle(unsigned long cycle, int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (started_ > cycle) return;
+    started_ = cycle + 1;
+    starters_.push_back(rank);
+  }
+  unsigned long started_cycles() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return started_;
+  }
+  std::vector<int> starters() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return starters_;
+  }
 
  private:
-  std::atomic<bool> woken_{false};
   int size_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -56,6 +66,8 @@ class Rendezvous {
   int arrived_ = 0, leaving_ = 0;
   bool releasing_ = false;
   unsigned long round_ = 0;
+  unsigned long started_ = 0;
+  std::vector<int> starters_;
 };
 
 class FakeChannel final : public detail::ControlChannel {
@@ -73,14 +85,14 @@ class FakeChannel final : public detail::ControlChannel {
   }
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
-  // Every rank polls until one has work, then all pass a rendezvous before returning.
-  void idle_wait(const LocalWorkWait& wait_for_local_work) override {
-    while (true) {
-      if (wait_for_local_work(std::chrono::microseconds(200))) rendezvous_->wake();
-      if (rendezvous_->woken()) break;
+  // Any rank whose wants_cycle() says yes starts the next cycle for all; every rank then passes
+  // a rendezvous, so they enter the cycle together (as the MPI channel's start message does).
+  void wait_for_cycle_start(const CycleWanted& wants_cycle) override {
+    const unsigned long cycle = cycles_started_++;
+    while (rendezvous_->started_cycles() <= cycle) {
+      if (wants_cycle(std::chrono::microseconds(200))) rendezvous_->start_cycle(cycle, rank_);
     }
     rendezvous_->exchange(rank_, {});
-    if (rank_ == 0) rendezvous_->reset_wake();
   }
   int bit_rounds() const { return bit_rounds_; }
 
@@ -103,6 +115,7 @@ class FakeChannel final : public detail::ControlChannel {
   std::shared_ptr<Rendezvous> rendezvous_;
   int rank_;
   int bit_rounds_ = 0;
+  unsigned long cycles_started_ = 0;
 };
 
 }  // namespace hvd::test

@@ -1,0 +1,34 @@
+#include "core/settle_window.h"
+
+#include <algorithm>
+
+namespace hvd::detail {
+namespace {
+// Weight of a new interval in the average: the gap follows a change of workload within a few
+// steps' worth of submissions, and one late tensor does not swing it.
+constexpr double kNewIntervalWeight = 1.0 / 8;
+}  // namespace
+
+void SettleWindow::on_arrival(Clock::time_point now, bool burst) {
+  const auto interval = now - last_arrival_;
+  // Intervals longer than the longest hold would never be waited for anyway: not a burst.
+  if (burst && last_arrival_ != Clock::time_point{} && interval < longest_hold_) {
+    const double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count());
+    average_interval_ns_ += kNewIntervalWeight * (ns - average_interval_ns_);
+  }
+  last_arrival_ = now;
+  if (!waiting_) first_waiting_ = now;
+  waiting_ = true;
+}
+
+SettleWindow::Clock::duration SettleWindow::gap() const {
+  const auto twice = std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(
+      static_cast<long long>(2 * average_interval_ns_)));
+  return std::min(twice, longest_hold_);
+}
+
+SettleWindow::Clock::time_point SettleWindow::due() const {
+  return std::min(last_arrival_ + gap(), first_waiting_ + longest_hold_);
+}
+
+}  // namespace hvd::detail

@@ -1,0 +1,40 @@
+// When the requests waiting on this rank should start a negotiation cycle. Cycles start on work,
+// not on a timer, but a training step submits its gradients one after another: starting at the
+// first of them would split the burst into many small cycles and collectives. So a cycle waits
+// until submissions have been quiet for a gap, or until HOROVOD_CYCLE_TIME has passed since the
+// first waiting one (a burst that keeps streaming still starts a cycle per cycle time).
+//
+// The gap is measured, not fixed: twice the running average of the intervals between
+// submissions that arrived while earlier ones were still in flight (a burst). A rank that only
+// makes one synchronous call at a time never sees such an interval, so its gap stays zero and a
+// lone tensor starts its cycle at once. Not thread-safe: the TensorQueue calls it under its lock.
+#pragma once
+
+#include <chrono>
+
+namespace hvd::detail {
+
+class SettleWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit SettleWindow(Clock::duration longest_hold) : longest_hold_(longest_hold) {}
+
+  // A submission arrived at `now`; `burst` says whether earlier submissions were still in flight.
+  void on_arrival(Clock::time_point now, bool burst);
+  // The waiting submissions were taken for a cycle.
+  void on_cycle_start() { waiting_ = false; }
+  // When the waiting submissions should start a cycle (meaningful while some are waiting).
+  Clock::time_point due() const;
+  // The current quiet gap: twice the average burst interval, at most the longest hold.
+  Clock::duration gap() const;
+  Clock::duration longest_hold() const { return longest_hold_; }
+  void set_longest_hold(Clock::duration hold) { longest_hold_ = hold; }
+
+ private:
+  Clock::duration longest_hold_;
+  double average_interval_ns_ = 0;  // exponential moving average of burst intervals
+  bool waiting_ = false;
+  Clock::time_point first_waiting_{}, last_arrival_{};
+};
+
+}  // namespace hvd::detail
