@@ -4,7 +4,7 @@
 // until submissions have been quiet for a gap, or until HOROVOD_CYCLE_TIME has passed since the
 // first waiting one (a burst that keeps streaming still starts a cycle per cycle time).
 //
-// The gap is measured, not fixed: twice the running average of the intervals between
+// The gap is measured, not fixed: eight times the running average of the intervals between
 // submissions that arrived while earlier ones were still in flight (a burst). A rank that only
 // makes one synchronous call at a time never sees such an interval, so its gap stays zero and a
 // lone tensor starts its cycle at once. Not thread-safe: the TensorQueue calls it under its lock.
@@ -25,7 +25,7 @@ class SettleWindow {
   void on_cycle_start() { waiting_ = false; }
   // When the waiting submissions should start a cycle (meaningful while some are waiting).
   Clock::time_point due() const;
-  // The current quiet gap: twice the average burst interval, at most the longest hold.
+  // The current quiet gap: eight average burst intervals, at most the longest hold.
   Clock::duration gap() const;
   Clock::duration longest_hold() const { return longest_hold_; }
   void set_longest_hold(Clock::duration hold) { longest_hold_ = hold; }
