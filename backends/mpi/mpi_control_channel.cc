@@ -19,24 +19,32 @@ void check(int code, const char* call) {
 }  // namespace
 
 // Polled this long before the first sleep. Ranks reach a negotiation round within microseconds
-// of one another, and a sleep costs far more than that (10-60 us of timer and wake-up latency);
-// measured at np=2 on 2 cores, a synchronous 4-byte allreduce took 72 us with 10 us of polling
-// and 28 us with 50 us. Bounded per wait, so a rank waiting on a slow peer still sleeps.
-constexpr int kSpinMicroseconds = 50;
+// of one another when they are in step, and a sleep costs far more than that (10-60 us of timer
+// and wake-up latency): measured at np=2 on 2 cores, a synchronous 4-byte allreduce took 72 us
+// with 10 us of polling and 28 us with 50 us. But in training the ranks reach a round
+// milliseconds apart, and polling then only takes the core from the computation; so a wait polls
+// only when the previous one was short.
+constexpr auto kPoll = std::chrono::microseconds(50);
 
-void wait_without_spinning(MPI_Request* request) {
+void wait_without_spinning(MPI_Request* request, bool poll_first) {
   using Clock = std::chrono::steady_clock;
   int done = 0;
   check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-  // After the polling, sleeps that double up to 500 us keep a waiting rank off the cores.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(kSpinMicroseconds);
-  while (!done && Clock::now() < spin_until) check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  const auto poll_until = Clock::now() + (poll_first ? kPoll : std::chrono::microseconds(0));
+  while (!done && Clock::now() < poll_until) check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  // Then sleeps that double up to 500 us keep a waiting rank off the cores.
   auto pause = std::chrono::microseconds(20);
   while (!done) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(500));
     check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
   }
+}
+
+void MpiControlChannel::wait(MPI_Request* request) {
+  const auto begin = std::chrono::steady_clock::now();
+  wait_without_spinning(request, poll_next_wait_);
+  poll_next_wait_ = std::chrono::steady_clock::now() - begin < 2 * kPoll;
 }
 
 MpiControlChannel::MpiControlChannel(MPI_Comm comm) : comm_(comm) {
@@ -49,14 +57,14 @@ std::vector<std::vector<std::uint8_t>> MpiControlChannel::gather(const std::vect
   std::vector<int> sizes(rank_ == 0 ? size_ : 0);
   MPI_Request request;
   check(MPI_Igather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request), "MPI_Igather");
-  wait_without_spinning(&request);
+  wait(&request);
   std::vector<int> displacements(sizes.size(), 0);
   if (rank_ == 0) std::exclusive_scan(sizes.begin(), sizes.end(), displacements.begin(), 0);
   std::vector<std::uint8_t> all(rank_ == 0 ? std::accumulate(sizes.begin(), sizes.end(), 0) : 0);
   check(MPI_Igatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(), displacements.data(), MPI_BYTE, 0,
                      comm_, &request),
         "MPI_Igatherv");
-  wait_without_spinning(&request);
+  wait(&request);
   std::vector<std::vector<std::uint8_t>> out;
   for (std::size_t r = 0; r < sizes.size(); ++r)
     out.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + sizes[r]);
@@ -67,10 +75,10 @@ std::vector<std::uint8_t> MpiControlChannel::broadcast(const std::vector<std::ui
   int length = static_cast<int>(from_coordinator.size());
   MPI_Request request;
   check(MPI_Ibcast(&length, 1, MPI_INT, 0, comm_, &request), "MPI_Ibcast");
-  wait_without_spinning(&request);
+  wait(&request);
   std::vector<std::uint8_t> bytes = rank_ == 0 ? from_coordinator : std::vector<std::uint8_t>(length);
   check(MPI_Ibcast(bytes.data(), length, MPI_BYTE, 0, comm_, &request), "MPI_Ibcast");
-  wait_without_spinning(&request);
+  wait(&request);
   return bytes;
 }
 
@@ -79,7 +87,7 @@ void MpiControlChannel::bitwise_and(std::vector<std::uint64_t>& bits) {
   check(MPI_Iallreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()), MPI_UINT64_T, MPI_BAND, comm_,
                        &request),
         "MPI_Iallreduce");
-  wait_without_spinning(&request);
+  wait(&request);
 }
 
 namespace {
@@ -136,7 +144,7 @@ void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle) {
     if (arrived) break;
     if (wants_cycle(poll_interval(Clock::now() - since))) {
       check(MPI_Send(&cycle, 1, MPI_UINT64_T, 0, kWakeTag, comm_), "MPI_Send");
-      wait_without_spinning(&start);  // rank 0 answers within its own poll interval
+      wait(&start);  // rank 0 answers within its own poll interval
       break;
     }
   }
@@ -156,7 +164,7 @@ void MpiControlChannel::bitwise_or(std::vector<std::uint64_t>& bits) {
   check(MPI_Iallreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()), MPI_UINT64_T, MPI_BOR, comm_,
                        &request),
         "MPI_Iallreduce");
-  wait_without_spinning(&request);
+  wait(&request);
 }
 
 }  // namespace hvd::detail

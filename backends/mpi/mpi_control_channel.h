@@ -9,8 +9,9 @@
 
 namespace hvd::detail {
 
-// Waits for a request by polling MPI_Test with exponential backoff sleeps (capped at ~1 ms).
-void wait_without_spinning(MPI_Request* request);
+// Waits for a request: polls MPI_Test for 50 us when `poll_first`, then sleeps with a doubling
+// backoff (capped at 500 us) between tests.
+void wait_without_spinning(MPI_Request* request, bool poll_first);
 
 class MpiControlChannel final : public ControlChannel {
  public:
@@ -30,6 +31,8 @@ class MpiControlChannel final : public ControlChannel {
   void close();
 
  private:
+  // wait_without_spinning, polling first only if the previous wait was short (the ranks in step).
+  void wait(MPI_Request* request);
   // Rank 0: whether some rank has asked for cycle `cycle` (or a later one) by now.
   bool asked_by_another(std::uint64_t cycle);
 
@@ -39,6 +42,7 @@ class MpiControlChannel final : public ControlChannel {
   std::uint64_t cycles_started_ = 0;  // the same on every rank: one per wait_for_cycle_start
   MPI_Request wake_request_ = MPI_REQUEST_NULL;
   std::uint64_t wake_buffer_ = 0;
+  bool poll_next_wait_ = true;
 };
 
 }  // namespace hvd::detail

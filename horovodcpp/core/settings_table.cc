@@ -15,7 +15,8 @@ const std::vector<SettingSpec>& setting_specs() {
        "Fuse tensors into one collective up to this many bytes (0 disables fusion)."},
       {"HOROVOD_CYCLE_TIME", "cycle-time-ms", K::Milliseconds, &Settings::cycle_time_ms,
        "1", "", kShared,
-       "Minimum period of the background negotiation cycle, in milliseconds."},
+       "Longest a rank holds back a negotiation cycle while a burst of submissions keeps arriving, "
+       "in milliseconds (cycles start on demand; a lone tensor does not wait for it)."},
       {"HOROVOD_CACHE_CAPACITY", "cache-capacity", K::Count, &Settings::cache_capacity,
        "1024", "", kShared,
        "Responses remembered so repeated tensors skip negotiation (0 disables the cache)."},
