@@ -211,7 +211,11 @@ LastReadyStats last_ready_stats(const TraceFile& trace) {
   const Reader reader(trace);
   if (reader.groups.empty()) return stats;
   stats.merged = true;
-  const std::int64_t cycle = typical_cycle(reader.groups);
+  // Cycles start on demand, so on a loaded machine their period can be shorter than the jitter
+  // of the ranks' scheduling: what is taken off is at least a millisecond.
+  constexpr std::int64_t kSchedulingJitterNs = 1000000;
+  std::int64_t cycle = typical_cycle(reader.groups);
+  if (cycle > 0) cycle = std::max(cycle, kSchedulingJitterNs);
   stats.cycle_us = double(cycle) / 1000.0;
   if (reader.last_ns > reader.first_ns) stats.recorded_us = double(reader.last_ns - reader.first_ns) / 1000.0;
   std::map<std::string, std::vector<const Group*>> seen_by;  // tensor -> groups with it

@@ -45,7 +45,7 @@ struct LastReadyStats {
   // rank -> for each op whose collective it began last by more than a cycle period, by how
   // much more (us): the others waited for it inside the collective.
   std::map<int, std::vector<double>> late_entry_us;
-  double cycle_us = 0;     // the typical cycle period taken off (0 without cycle marks)
+  double cycle_us = 0;     // taken off: the typical cycle period, at least 1 ms (0 without cycle marks)
   double recorded_us = 0;  // from the first to the last timed event of the merged trace
   std::size_t negotiations = 0;     // negotiations compared (2+ ranks with their own instant)
   std::size_t ties = 0;             // of those, ones where 2+ ranks share the last place

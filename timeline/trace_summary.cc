@@ -266,7 +266,7 @@ void print_last_ready(const LastReadyStats& r, std::ostream& out) {
   for (const auto& entry : r.lost_us) ranks.insert(entry.first);
   for (const auto& entry : r.late_entry_us) ranks.insert(entry.first);
   out << "  time lost: how much later than all others a rank reported ready, or began the agreed\n"
-      << "  collective, less one cycle period (" << ms(r.cycle_us) << " ms"
+      << "  collective, less one cycle period, at least 1 ms (" << ms(r.cycle_us) << " ms"
       << (r.cycle_us > 0 ? "" : ": no cycle marks") << "):\n";
   const auto times_of = [](const std::map<int, std::vector<double>>& by_rank, int rank) {
     const auto it = by_rank.find(rank);

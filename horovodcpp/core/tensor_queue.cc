@@ -81,13 +81,6 @@ bool TensorQueue::has_entries(std::int32_t process_set_id) const {
   return it != table_.end() && it->first.first == process_set_id;
 }
 
-bool TensorQueue::has_entries_outside(std::int32_t process_set_id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [key, entry] : table_)
-    if (key.first != process_set_id) return true;
-  return false;
-}
-
 std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;

@@ -35,9 +35,8 @@ class TensorQueue {
   // Removes the set's entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
   bool contains(const std::string& name, std::int32_t process_set_id = 0) const;
-  // Whether any entry of that set (or of any set but that one) is in flight.
+  // Whether any entry of that set is in flight.
   bool has_entries(std::int32_t process_set_id) const;
-  bool has_entries_outside(std::int32_t process_set_id) const;
   // Refuses further adds with `reason` and returns every entry still in flight.
   std::vector<TensorTableEntry> close(const std::string& reason);
 
