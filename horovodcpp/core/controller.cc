@@ -17,7 +17,6 @@ constexpr std::uint64_t kFlagUncached = 1;
 constexpr std::uint64_t kFlagShutdown = 2;
 constexpr std::uint64_t kFlagJoined = 4;
 constexpr std::uint64_t kFlagCoordinatorDue = 8;
-constexpr std::uint64_t kFlagBusy = 16;  // the rank has anything new or in flight
 
 // Group members must be released together by the coordinator, so none of them is cached.
 bool cacheable(const Request& r) { return traits_of(r.type).cacheable && r.group.empty(); }
@@ -44,14 +43,14 @@ bool Controller::busy() const {
          coordinator_.has_pending();
 }
 
-ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown, bool busy_elsewhere) {
+ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown) {
   ++stats_.cycles;
   std::vector<Request> uncached = std::move(deferred_uncached_);
   deferred_uncached_.clear();
   std::vector<int> invalid_slots;
   classify(std::move(new_requests), &uncached, &invalid_slots);
 
-  const Agreement agreement = agree(!uncached.empty(), shutdown, busy_elsewhere, invalid_slots);
+  const Agreement agreement = agree(!uncached.empty(), shutdown, invalid_slots);
 
   // Responses in an order identical on every rank: cache hits by slot, then the coordinator's.
   std::vector<Response> responses = take_cache_hits(agreement, &uncached);
@@ -98,29 +97,23 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
   }
 }
 
-Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, bool busy_elsewhere,
-                                        const std::vector<int>& invalid_slots) {
+Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots) {
   const std::size_t slots = cache_.slot_count();
   const std::size_t words = (slots + 63) / 64;
   const std::size_t rank_words = (static_cast<std::size_t>(channel_.size()) + 63) / 64;
-  // [flags | ranks that shut down | invalid slots | pending slots] travel inverted (their AND is
-  // the OR), then the ready bits plainly (their AND says which slots every rank has submitted).
-  const std::size_t invalid_at = 1 + rank_words, pending_at = invalid_at + words, ready_at = pending_at + words;
+  // [flags | ranks that shut down | invalid slots] travel inverted (their AND is the OR), then
+  // the ready bits plainly (their AND says which slots every rank has submitted).
+  const std::size_t invalid_at = 1 + rank_words, ready_at = invalid_at + words;
   std::vector<std::uint64_t> bits(ready_at + words, 0);
   std::uint64_t flags = 0;
   if (any_uncached) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
   if (joined_) flags |= kFlagJoined;
-  if (any_uncached || shutdown || busy_elsewhere || joined_ || !pending_cached_.empty() || !sent_.empty() ||
-      coordinator_.has_pending())
-    flags |= kFlagBusy;
   if (channel_.rank() == 0 && coordinator_.stall_check_due()) flags |= kFlagCoordinatorDue;
   bits[0] = flags;
   if (shutdown) set_bit(bits, 1, static_cast<std::size_t>(channel_.rank()));
   for (int slot : invalid_slots) set_bit(bits, invalid_at, slot);
-  for (const auto& p : pending_cached_) set_bit(bits, pending_at, *cache_.slot_of(p.request.name));
-  // The ready section is this rank's pending bits too, taken before the inversion.
-  std::copy(bits.begin() + pending_at, bits.begin() + ready_at, bits.begin() + ready_at);
+  for (const auto& p : pending_cached_) set_bit(bits, ready_at, *cache_.slot_of(p.request.name));
   for (std::size_t w = 0; w < ready_at; ++w) bits[w] = ~bits[w];  // AND of inverted = OR
 
   channel_.bitwise_and(bits);
@@ -131,15 +124,12 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, bool b
   a.shutdown = any & kFlagShutdown;
   a.joined = any & kFlagJoined;
   a.coordinator_due = any & kFlagCoordinatorDue;
-  idle_cycles_ = (any & kFlagBusy) ? 0 : idle_cycles_ + 1;
   for (int r = 0; r < channel_.size(); ++r)
     if (!get_bit(bits, 1, static_cast<std::size_t>(r))) a.shutdown_ranks.push_back(r);
   a.invalid.resize(slots);
   a.ready.resize(slots);
-  a.pending_somewhere.resize(slots);
   for (std::size_t s = 0; s < slots; ++s) {
     a.invalid[s] = !get_bit(bits, invalid_at, s);
-    a.pending_somewhere[s] = !get_bit(bits, pending_at, s);
     a.ready[s] = get_bit(bits, ready_at, s) && !a.invalid[s];
   }
   return a;
@@ -172,28 +162,12 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
     ++stats_.cache_hits;
     if (timeline_ != nullptr) timeline_->negotiate_end(request.name);
   }
-  catch_up_ = catch_up_after(agreement);
   for (std::size_t s = 0; s < agreement.invalid.size(); ++s) {
     if (!agreement.invalid[s]) continue;
     cache_.erase(static_cast<int>(s));
     ++stats_.cache_invalidations;
   }
   return responses;
-}
-
-// After this cycle's releases: a cached tensor that some rank submitted and others have not yet
-// is still pending. A rank that lacks one is Lagging; a rank that only holds them is Waiting.
-CatchUp Controller::catch_up_after(const Agreement& agreement) const {
-  if (agreement.joined) return CatchUp::None;
-  std::vector<bool> mine(agreement.pending_somewhere.size(), false);
-  for (const auto& p : pending_cached_) mine[*cache_.slot_of(p.request.name)] = true;
-  CatchUp state = CatchUp::None;
-  for (std::size_t s = 0; s < agreement.pending_somewhere.size(); ++s) {
-    if (!agreement.pending_somewhere[s] || agreement.ready[s] || agreement.invalid[s]) continue;
-    if (!mine[s]) return CatchUp::Lagging;
-    state = CatchUp::Waiting;
-  }
-  return state;
 }
 
 ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joined_anywhere) {

@@ -11,8 +11,7 @@
 //     "some rank wants shutdown" (with one bit per rank, so every rank learns which ranks
 //     left), "some rank has joined", one "invalidate" bit per entry
 //     (a rank saw a request with that name but different parameters, or its cached request is
-//     stalled), and one "pending" bit per entry (some rank has submitted it: with the cache bits
-//     every rank learns which tensors are half-submitted, see CatchUp). Invalidated entries are evicted on every rank and their pending requests re-sent
+//     stalled). Invalidated entries are evicted on every rank and their pending requests re-sent
 //     as uncached. While any rank has joined, the cache is bypassed.
 //  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
 //     The coordinator adds them to its message table, checks each name for consistency across
@@ -45,14 +44,6 @@ class Timeline;
 
 namespace hvd::detail {
 
-// Whether a cached tensor is still pending on some ranks after a cycle, from this rank's view.
-// The Runtime starts the next cycle early then, instead of after a whole period.
-enum class CatchUp {
-  None,     // nothing cached is half-submitted
-  Waiting,  // this rank submitted tensors that some other rank has not yet
-  Lagging,  // some rank waits for a tensor this rank has not submitted yet
-};
-
 // Defaults are the declared ones (settings_table.cc); the runtime builds it with
 // controller_options(settings).
 struct ControllerOptions {
@@ -81,19 +72,14 @@ class Controller {
 
   // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
   // result's `shutdown` is true when any rank wished it (the caller then stops after executing
-  // the responses). Collective: every rank must call it once per cycle. `busy_elsewhere`: this
+  // the responses). Collective: every rank must call it once per cycle.
   // rank has work in another process set, so the ranks must not go idle (it counts as busy).
-  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown, bool busy_elsewhere = false);
+  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
   // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).
   bool busy() const;
 
   const ControllerStats& stats() const { return stats_; }
-  // Consecutive cycles in which no rank had anything new or in flight (the same on every rank).
-  // The Runtime parks every rank in ControlChannel::idle_wait after enough of them.
-  std::uint64_t idle_cycles() const { return idle_cycles_; }
-  void reset_idle() { idle_cycles_ = 0; }
   const ResponseCache& cache() const { return cache_; }
-  CatchUp catch_up() const { return catch_up_; }
   // A stall shutdown happened: the message names the tensors and the missing ranks.
   const std::string& stall_error() const { return coordinator_.stall_error(); }
 
@@ -108,16 +94,14 @@ class Controller {
     std::vector<int> shutdown_ranks;  // the ranks that asked to shut down this cycle
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
-    std::vector<bool> pending_somewhere;  // per cache slot: some rank has submitted it
   };
 
   void classify(std::vector<Request> requests, std::vector<Request>* uncached,
                 std::vector<int>* invalid_slots);
-  Agreement agree(bool any_uncached, bool shutdown, bool busy_elsewhere, const std::vector<int>& invalid_slots);
+  Agreement agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots);
   std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();
-  CatchUp catch_up_after(const Agreement& agreement) const;
 
   ControlChannel& channel_;
   ControllerOptions options_;
@@ -125,8 +109,6 @@ class Controller {
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   ControllerStats stats_;
-  std::uint64_t idle_cycles_ = 0;
-  CatchUp catch_up_ = CatchUp::None;
 
   // Rank-local state.
   std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit

@@ -379,30 +379,3 @@ TEST_CASE("a shutdown wish on one rank reaches every rank in the same cycle", "[
   CHECK(who[1] == std::vector<int>{1});
 }
 
-TEST_CASE("a cached tensor submitted by some ranks only leaves them Waiting and the others Lagging", "[controller][cache]") {
-  auto rendezvous = std::make_shared<hvd::test::Rendezvous>(3);
-  std::array<std::vector<CatchUp>, 3> seen;
-  std::array<std::vector<std::string>, 3> released;  // checked after the join: Catch2 is not thread-safe
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 3; ++rank)
-    threads.emplace_back([&, rank] {
-      hvd::test::FakeChannel channel(rendezvous, rank);
-      Controller controller(channel, {});
-      auto submit = [](bool yes) { return yes ? std::vector<Request>{allreduce_request("x", {2})} : std::vector<Request>{}; };
-      controller.compute_response_list(submit(true), false);  // negotiated once, now cached
-      seen[rank].push_back(controller.catch_up());
-      controller.compute_response_list(submit(rank == 0), false);  // only rank 0 submits again
-      seen[rank].push_back(controller.catch_up());
-      controller.compute_response_list(submit(rank == 1), false);  // then rank 1
-      seen[rank].push_back(controller.catch_up());
-      const auto list = controller.compute_response_list(submit(rank == 2), false);  // rank 2 completes it
-      seen[rank].push_back(controller.catch_up());
-      released[rank] = names_of(list);
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& names : released) CHECK(names == std::vector<std::string>{"x"});
-  using C = CatchUp;
-  CHECK(seen[0] == std::vector<C>{C::None, C::Waiting, C::Waiting, C::None});
-  CHECK(seen[1] == std::vector<C>{C::None, C::Lagging, C::Waiting, C::None});
-  CHECK(seen[2] == std::vector<C>{C::None, C::Lagging, C::Lagging, C::None});
-}
