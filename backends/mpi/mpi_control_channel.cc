@@ -41,9 +41,16 @@ void wait_without_spinning(MPI_Request* request, bool poll_first) {
   }
 }
 
+std::atomic<bool> MpiControlChannel::oversubscribed_{false};
+
+void MpiControlChannel::set_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
+
 void MpiControlChannel::wait(MPI_Request* request) {
+  // A wait that sleeps takes at least one sleep's overshoot, short or not: so after long waits
+  // every eighth one polls again, to find out whether the ranks are back in step.
+  const bool poll = !oversubscribed_.load(std::memory_order_relaxed) && (poll_next_wait_ || ++sleeping_waits_ % 8 == 0);
   const auto begin = std::chrono::steady_clock::now();
-  wait_without_spinning(request, poll_next_wait_);
+  wait_without_spinning(request, poll);
   poll_next_wait_ = std::chrono::steady_clock::now() - begin < 2 * kPoll;
 }
 

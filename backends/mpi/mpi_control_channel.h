@@ -5,6 +5,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "core/control_channel.h"
 
 namespace hvd::detail {
@@ -27,6 +30,9 @@ class MpiControlChannel final : public ControlChannel {
   // other rank. Requests carry the cycle number, so a request for a cycle that already started
   // (two ranks asked at once) is recognized as stale and costs nothing.
   void wait_for_cycle_start(const CycleWanted& wants_cycle) override;
+  // More ranks on this host than cores: a polling rank would take the core of the rank it
+  // waits for, so waits sleep from the start. Set once by the world, for every channel.
+  static void set_oversubscribed(bool oversubscribed);
   // Cancels the posted wake-up receive; call before the communicator is freed.
   void close();
 
@@ -42,7 +48,9 @@ class MpiControlChannel final : public ControlChannel {
   std::uint64_t cycles_started_ = 0;  // the same on every rank: one per wait_for_cycle_start
   MPI_Request wake_request_ = MPI_REQUEST_NULL;
   std::uint64_t wake_buffer_ = 0;
+  static std::atomic<bool> oversubscribed_;
   bool poll_next_wait_ = true;
+  std::uint64_t sleeping_waits_ = 0;
 };
 
 }  // namespace hvd::detail

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "backends/mpi/mpi_start_check.h"
 #include "core/host_scale.h"
@@ -108,6 +109,7 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   homogeneous_ = sizes[0] == -sizes[1];
 
   types_.create();
+  MpiControlChannel::set_oversubscribed(local_size_ > static_cast<int>(std::thread::hardware_concurrency()));
   control_ = std::make_unique<MpiControlChannel>(control_comm_);
   liveness_ = std::make_unique<MpiLivenessChannel>(liveness_comm_);
 
