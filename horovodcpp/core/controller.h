@@ -77,6 +77,9 @@ class Controller {
   ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
   // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).
   bool busy() const;
+  // This rank has submitted requests that wait for other ranks (cached ones whose bit some rank
+  // has not set, or ones sent to the coordinator without a response yet).
+  bool awaiting_others() const { return !pending_cached_.empty() || !sent_.empty(); }
 
   const ControllerStats& stats() const { return stats_; }
   const ResponseCache& cache() const { return cache_; }

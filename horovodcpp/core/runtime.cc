@@ -295,7 +295,9 @@ void Runtime::run_loop() {
     timeline_.mark_cycle_start();
     // Each set's requests go to its own controller; the global set negotiates first.
     std::map<int, std::vector<Request>> requests;
-    for (auto& r : queue_.pop_requests()) requests[r.process_set_id].push_back(std::move(r));
+    const std::vector<Request> popped = queue_.pop_requests();
+    const bool brought_requests = !popped.empty();
+    for (auto& r : popped) requests[r.process_set_id].push_back(r);
     ProcessSetState& global = *process_sets_.member_sets().front();
     for (const auto& r : requests[0])
       if (r.type == RequestType::Join) global.joined = true;
@@ -327,6 +329,7 @@ void Runtime::run_loop() {
       }
     }
     progress_.leave_cycle();
+    if (brought_requests) queue_.record_cycle_start(awaiting_others_in_any_set());
     if (abandoned_.load()) return;
     if (list.shutdown) {
       if (!set_failure_.empty())
@@ -386,6 +389,12 @@ bool Runtime::run_set_round(ProcessSetState& set, std::vector<Request> requests)
 bool Runtime::busy_in_any_set() {
   for (const ProcessSetState* set : process_sets_.member_sets())
     if (set->controller->busy()) return true;
+  return false;
+}
+
+bool Runtime::awaiting_others_in_any_set() {
+  for (const ProcessSetState* set : process_sets_.member_sets())
+    if (set->controller->awaiting_others()) return true;
   return false;
 }
 

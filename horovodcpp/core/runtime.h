@@ -97,6 +97,7 @@ class Runtime {
   // One set's negotiation round and its responses; false when the runtime stopped.
   bool run_set_round(ProcessSetState& set, std::vector<Request> requests);
   bool busy_in_any_set();
+  bool awaiting_others_in_any_set();
   void execute(const Response& response, ProcessSetState& set);
   std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
   // Process sets (runtime_process_sets.cc).

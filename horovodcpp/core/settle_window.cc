@@ -4,8 +4,8 @@
 
 namespace hvd::detail {
 namespace {
-// Weight of a new interval in the average: the gap follows a change of workload within a few
-// steps' worth of submissions, and one late tensor does not swing it.
+// Weight of a new sample in the moving averages: they follow a change of workload within a few
+// steps' worth of submissions, and one late tensor does not swing them.
 constexpr double kNewIntervalWeight = 1.0 / 8;
 // The gap in average intervals. Intervals inside a burst scatter (allocation, preemption): were
 // they exponential, a gap of k averages would cut a burst after any one interval with chance
@@ -33,7 +33,12 @@ SettleWindow::Clock::duration SettleWindow::gap() const {
 }
 
 SettleWindow::Clock::time_point SettleWindow::due() const {
+  if (leading()) return first_waiting_ + longest_hold_;
   return std::min(last_arrival_ + gap(), first_waiting_ + longest_hold_);
+}
+
+void SettleWindow::record_start(bool ahead_of_others) {
+  ahead_share_ += kNewIntervalWeight * ((ahead_of_others ? 1.0 : 0.0) - ahead_share_);
 }
 
 }  // namespace hvd::detail

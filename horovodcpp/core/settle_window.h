@@ -7,7 +7,12 @@
 // The gap is measured, not fixed: eight times the running average of the intervals between
 // submissions that arrived while earlier ones were still in flight (a burst). A rank that only
 // makes one synchronous call at a time never sees such an interval, so its gap stays zero and a
-// lone tensor starts its cycle at once. Not thread-safe: the TensorQueue calls it under its lock.
+// lone tensor starts its cycle at once.
+//
+// A rank that leads (its recent cycles found what it submitted not yet submitted by others)
+// holds every start for the longest hold: the last rank to submit starts the cycle that can
+// release the tensors, and this rank's waiting submissions join it, so starting early would only
+// add a cycle that releases nothing. Not thread-safe: the TensorQueue calls it under its lock.
 #pragma once
 
 #include <chrono>
@@ -29,10 +34,15 @@ class SettleWindow {
   Clock::duration gap() const;
   Clock::duration longest_hold() const { return longest_hold_; }
   void set_longest_hold(Clock::duration hold) { longest_hold_ = hold; }
+  // After a cycle that took fresh submissions of this rank: whether some were still missing on
+  // other ranks. A moving average of these says whether this rank leads.
+  void record_start(bool ahead_of_others);
+  bool leading() const { return ahead_share_ > 0.5; }
 
  private:
   Clock::duration longest_hold_;
   double average_interval_ns_ = 0;  // exponential moving average of burst intervals
+  double ahead_share_ = 0;          // moving average of record_start(true)
   bool waiting_ = false;
   Clock::time_point first_waiting_{}, last_arrival_{};
 };

@@ -65,6 +65,11 @@ void TensorQueue::set_longest_hold(std::chrono::steady_clock::duration hold) {
   settle_.set_longest_hold(hold);
 }
 
+void TensorQueue::record_cycle_start(bool ahead_of_others) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  settle_.record_start(ahead_of_others);
+}
+
 std::chrono::steady_clock::duration TensorQueue::settle_gap() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return settle_.gap();

@@ -32,6 +32,8 @@ class TensorQueue {
   // The longest a submission waits for a burst to settle (HOROVOD_CYCLE_TIME).
   void set_longest_hold(std::chrono::steady_clock::duration hold);
   std::chrono::steady_clock::duration settle_gap() const;
+  // See SettleWindow::record_start.
+  void record_cycle_start(bool ahead_of_others);
   // Removes the set's entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
   bool contains(const std::string& name, std::int32_t process_set_id = 0) const;
