@@ -12,8 +12,13 @@
 //     left), "some rank has joined", one "invalidate" bit per entry
 //     (a rank saw a request with that name but different parameters, or its cached request is
 //     stalled), and one "pending" bit per entry (some rank has submitted it: with the cache bits
-//     every rank learns which tensors are half-submitted, see CatchUp). Invalidated entries are evicted on every rank and their pending requests re-sent
-//     as uncached. While any rank has joined, the cache is bypassed.
+//     every rank learns which tensors are half-submitted, see CatchUp), and "rank 0 has new tuned
+//     parameters" (autotune). Invalidated entries are evicted on every rank and their pending
+//     requests re-sent as uncached. While any rank has joined, the cache is bypassed.
+//  2b. Only if rank 0 has new parameters (propose): every rank takes them by one broadcast and
+//     applies them in this cycle: the fusion threshold (step 4) and the cache switch. A switch
+//     either way empties the cache on every rank, and the cached requests still waiting for
+//     their bits go to the coordinator as uncached in this cycle (step 3 runs).
 //  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
 //     The coordinator adds them to its message table, checks each name for consistency across
 //     ranks (type, dtype, shape, reduce op, root, scale factors, device) and emits a response
@@ -29,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +44,7 @@
 #include "core/message.h"
 #include "core/response_cache.h"
 #include "core/settings.h"
+#include "core/tunable_parameters.h"
 
 namespace hvd {
 class Timeline;
@@ -61,10 +68,11 @@ struct ControllerOptions {
   StallOptions stall;
   // A process set's controller: its coordinator names these global ranks and this set.
   CoordinatorGroup group{};
+  double cycle_time_ms = default_settings().cycle_time_ms;  // only reported in parameters()
 };
 
 inline ControllerOptions controller_options(const Settings& settings) {
-  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), {}};
+  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), {}, settings.cycle_time_ms};
 }
 
 // Counters for tests and benchmarks.
@@ -73,6 +81,7 @@ struct ControllerStats {
   std::uint64_t slow_path_cycles = 0;  // cycles that gathered requests to the coordinator
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_invalidations = 0;
+  std::uint64_t parameter_changes = 0;  // tuned parameters applied (step 2b, or apply())
 };
 
 class Controller {
@@ -94,6 +103,19 @@ class Controller {
   void reset_idle() { idle_cycles_ = 0; }
   const ResponseCache& cache() const { return cache_; }
   CatchUp catch_up() const { return catch_up_; }
+  // Autotune, rank 0 only: these parameters take effect on every rank in the next cycle. A later
+  // proposal before that cycle replaces it.
+  void propose(const TunableParameters& parameters);
+  // The parameters in effect: the fusion threshold and cache switch this controller applies,
+  // and the cycle time the Runtime was last told to use.
+  const TunableParameters& parameters() const { return parameters_; }
+  // The parameters the last cycle applied (the same cycle on every rank), if it applied any.
+  const std::optional<TunableParameters>& applied_this_cycle() const { return applied_; }
+  // Applies parameters outside a negotiation cycle: for a process set's controller, called at
+  // the same point of the same global cycle on every member. Waiting cached requests are sent
+  // as uncached in the set's next cycle.
+  void apply(const TunableParameters& parameters);
+
   // A stall shutdown happened: the message names the tensors and the missing ranks.
   const std::string& stall_error() const { return coordinator_.stall_error(); }
 
@@ -104,7 +126,7 @@ class Controller {
     Clock::time_point since;
   };
   struct Agreement {  // what the cycle's one bitwise AND established
-    bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
+    bool uncached = false, shutdown = false, joined = false, coordinator_due = false, new_parameters = false;
     std::vector<int> shutdown_ranks;  // the ranks that asked to shut down this cycle
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
@@ -118,6 +140,7 @@ class Controller {
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();
   CatchUp catch_up_after(const Agreement& agreement) const;
+  TunableParameters receive_parameters();  // step 2b's broadcast
 
   ControlChannel& channel_;
   ControllerOptions options_;
@@ -127,6 +150,9 @@ class Controller {
   ControllerStats stats_;
   std::uint64_t idle_cycles_ = 0;
   CatchUp catch_up_ = CatchUp::None;
+  TunableParameters parameters_;
+  std::optional<TunableParameters> proposed_;  // rank 0: not yet sent
+  std::optional<TunableParameters> applied_;   // by the last cycle
 
   // Rank-local state.
   std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit

@@ -198,9 +198,7 @@ void Runtime::set_up_on_world() {
     throw Error("HOROVOD_CPU_OPERATIONS=" + settings_.cpu_operations + " asks for a backend this build does not contain");
   if (!settings_.gpu_operations.empty() && !registry_.has_backend(settings_.gpu_operations))
     throw Error("HOROVOD_GPU_OPERATIONS=" + settings_.gpu_operations + " asks for a backend this build does not contain");
-  if (settings_.autotune)
-    log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
-             "HOROVOD_CYCLE_TIME as given");
+  set_up_autotune();
   {
     std::lock_guard<std::mutex> lock(process_sets_.mutex());
     ProcessSetState& global = process_sets_.add(world_->global().global_ranks());
@@ -277,15 +275,16 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 }
 
 void Runtime::run_loop() {
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(settings_.cycle_time_ms));
   // Go idle after about 20 ms without work (and at least 3 cycles).
   idle_after_cycles_ = std::max<std::uint64_t>(3, static_cast<std::uint64_t>(20.0 / settings_.cycle_time_ms));
   auto next_cycle = std::chrono::steady_clock::now();
   while (true) {
     // The cycle time is a minimum period between cycle starts, not a sleep added to each cycle.
+    const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double, std::milli>(cycle_time_ms_));  // autotune may change it
     wait_for_cycle_start(next_cycle, period);
-    next_cycle = std::chrono::steady_clock::now() + period;
+    const auto cycle_start = std::chrono::steady_clock::now();
+    next_cycle = cycle_start + period;
     if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
     progress_.enter_cycle(controller_->stats().cycles + 1);
     timeline_.mark_cycle_start();
@@ -315,6 +314,7 @@ void Runtime::run_loop() {
       if (abandoned_.load()) return;
       execute(response, global);
     }
+    autotune_after_cycle(list, cycle_start);
     // Then every other set this rank belongs to, by ascending id: the same order on every
     // member, so the sets' blocking rounds cannot wait on each other in a cycle.
     if (!list.shutdown) {
