@@ -53,6 +53,7 @@ const char* value_name(const SettingSpec& spec) {
     case SettingKind::Count: return "N";
     case SettingKind::Milliseconds: return "MS";
     case SettingKind::Seconds: return "SECONDS";
+    case SettingKind::Number: return "NUMBER";
     case SettingKind::Path: return "PATH";
     case SettingKind::Choice: return "CHOICE";
     case SettingKind::Flag: break;

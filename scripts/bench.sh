@@ -206,6 +206,12 @@ for np in 2 4; do
 done
 run synthetic_np2 "Synthetic training benchmark, np=2" 600 "${MPIRUN[@]}" -np 2 "$EX/synthetic_benchmark/synthetic_benchmark" \
   --model resnet20 --threads 1 --comm all "${SY_ARGS[@]}"
+# Autotune (issue 14): ResNet-50 gradients at np=2, HOROVOD_AUTOTUNE=1 from 64 KB against
+# hand-set fusion thresholds, one launch each (about 60 s; --quick about 15 s).
+cmake --build "$BUILD" -j2 --target autotune_benchmark >/dev/null
+run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 gradients, np=2" 300 \
+  bash "$ROOT/examples/allreduce_benchmark/autotune_benchmark.sh" "$AR/autotune_benchmark" \
+  $([ "$QUICK" = 1 ] && echo --quick) -- "${MPIRUN[@]}"
 
 ELAPSED=$(($(date -u +%s) - STARTED))
 cat "$RAW"/*.txt | grep '^TARGET |' > "$RAW/targets.txt" || true

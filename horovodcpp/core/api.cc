@@ -230,6 +230,7 @@ int cross_size() { return initialized_runtime("hvd::cross_size()").topology().cr
 
 namespace detail {
 ControllerStats controller_stats() { return runtime("hvd::detail::controller_stats()").controller_stats(); }
+TunableParameters tuned_parameters() { return runtime("hvd::detail::tuned_parameters()").tuned_parameters(); }
 }  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }

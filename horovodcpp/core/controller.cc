@@ -17,6 +17,7 @@ constexpr std::uint64_t kFlagUncached = 1;
 constexpr std::uint64_t kFlagShutdown = 2;
 constexpr std::uint64_t kFlagJoined = 4;
 constexpr std::uint64_t kFlagCoordinatorDue = 8;
+constexpr std::uint64_t kFlagParameters = 16;  // rank 0 has new tuned parameters (step 2b)
 
 // Group members must be released together by the coordinator, so none of them is cached.
 bool cacheable(const Request& r) { return traits_of(r.type).cacheable && r.group.empty(); }
@@ -36,7 +37,8 @@ Controller::Controller(ControlChannel& channel, ControllerOptions options, Timel
       options_(options),
       timeline_(timeline),
       cache_(options.cache_capacity),
-      coordinator_(channel.size(), options.stall, timeline, options.group) {}
+      coordinator_(channel.size(), options.stall, timeline, options.group),
+      parameters_{options.fusion_threshold_bytes, options.cycle_time_ms, options.cache_capacity > 0} {}
 
 bool Controller::busy() const {
   return joined_ || !pending_cached_.empty() || !sent_.empty() || !deferred_uncached_.empty() ||
@@ -50,14 +52,21 @@ ResponseList Controller::compute_response_list(std::vector<Request> new_requests
   std::vector<int> invalid_slots;
   classify(std::move(new_requests), &uncached, &invalid_slots);
 
+  applied_.reset();
   const Agreement agreement = agree(!uncached.empty(), shutdown, invalid_slots);
 
   // Responses in an order identical on every rank: cache hits by slot, then the coordinator's.
   std::vector<Response> responses = take_cache_hits(agreement, &uncached);
+  if (agreement.new_parameters) {
+    apply(receive_parameters());
+    applied_ = parameters_;
+    for (auto& r : deferred_uncached_) uncached.push_back(std::move(r));  // a cache switch's
+    deferred_uncached_.clear();
+  }
   const bool any_invalid = std::find(agreement.invalid.begin(), agreement.invalid.end(), true) !=
                            agreement.invalid.end();
   ResponseList result;
-  if (agreement.uncached || any_invalid || agreement.joined || agreement.coordinator_due) {
+  if (agreement.uncached || any_invalid || agreement.joined || agreement.coordinator_due || agreement.new_parameters) {
     ResponseList negotiated = run_slow_path(std::move(uncached), agreement.joined);
     for (auto& r : negotiated.responses) responses.push_back(std::move(r));
     result.shutdown_reason = std::move(negotiated.shutdown_reason);
@@ -78,7 +87,7 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
       timeline_->negotiate_start(r.name, request_type_name(r.type), r.submitted);
       timeline_->negotiate_rank_ready(r.name, channel_.rank(), r.submitted);
     }
-    auto lookup = cacheable(r) ? cache_.lookup(r) : ResponseCache::Lookup::Miss;
+    auto lookup = parameters_.cache_enabled && cacheable(r) ? cache_.lookup(r) : ResponseCache::Lookup::Miss;
     if (lookup == ResponseCache::Lookup::Hit) {
       const auto since = r.submitted == Clock::time_point{} ? now : std::min(now, r.submitted);
       pending_cached_.push_back({std::move(r), since});
@@ -110,6 +119,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const 
   if (shutdown) flags |= kFlagShutdown;
   if (joined_) flags |= kFlagJoined;
   if (channel_.rank() == 0 && coordinator_.stall_check_due()) flags |= kFlagCoordinatorDue;
+  if (channel_.rank() == 0 && proposed_) flags |= kFlagParameters;
   bits[0] = flags;
   if (shutdown) set_bit(bits, 1, static_cast<std::size_t>(channel_.rank()));
   for (int slot : invalid_slots) set_bit(bits, invalid_at, slot);
@@ -124,6 +134,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const 
   a.shutdown = any & kFlagShutdown;
   a.joined = any & kFlagJoined;
   a.coordinator_due = any & kFlagCoordinatorDue;
+  a.new_parameters = any & kFlagParameters;
   for (int r = 0; r < channel_.size(); ++r)
     if (!get_bit(bits, 1, static_cast<std::size_t>(r))) a.shutdown_ranks.push_back(r);
   a.invalid.resize(slots);
@@ -197,7 +208,7 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
       if (timeline_ != nullptr && it != sent_.end()) timeline_->negotiate_end(name);
       // Every rank puts the same responses in the same order, so cache slots agree. While a
       // rank has joined it lacks the requests, so nobody caches.
-      if (!joined_anywhere && it != sent_.end() && cacheable(it->second) &&
+      if (parameters_.cache_enabled && !joined_anywhere && it != sent_.end() && cacheable(it->second) &&
           response.type != ResponseType::Error && response.names.size() == 1)
         cache_.put(it->second, response);
       if (it != sent_.end()) sent_.erase(it);
@@ -205,6 +216,39 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
   }
   revalidate_pending();
   return list;
+}
+
+void Controller::propose(const TunableParameters& parameters) { proposed_ = parameters; }
+
+TunableParameters Controller::receive_parameters() {
+  std::vector<std::uint8_t> bytes;
+  if (channel_.rank() == 0) bytes = encode(*proposed_);
+  bytes = channel_.broadcast(bytes);
+  proposed_.reset();
+  try {
+    return decode_tunable_parameters(bytes);
+  } catch (const CodecError& e) {
+    throw CodecError(std::string("tuned parameters from rank 0 (the coordinator): ") + e.what());
+  }
+}
+
+void Controller::apply(const TunableParameters& parameters) {
+  TunableParameters p = parameters;
+  p.cache_enabled = p.cache_enabled && options_.cache_capacity > 0;
+  if (p.cache_enabled != parameters_.cache_enabled) {
+    // Every rank switches in the same cycle, so the caches stay identical (empty); what waited
+    // for cache bits is negotiated the slow way.
+    const auto now = Clock::now();
+    for (auto& pending : pending_cached_) {
+      pending.request.waited_seconds = std::chrono::duration<double>(now - pending.since).count();
+      deferred_uncached_.push_back(std::move(pending.request));
+    }
+    pending_cached_.clear();
+    cache_.clear();
+  }
+  parameters_ = p;
+  options_.fusion_threshold_bytes = p.fusion_threshold_bytes;
+  ++stats_.parameter_changes;
 }
 
 // A put may have evicted the slot a pending cached request points at: resend it next cycle.

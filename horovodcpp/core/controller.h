@@ -11,8 +11,13 @@
 //     "some rank wants shutdown" (with one bit per rank, so every rank learns which ranks
 //     left), "some rank has joined", one "invalidate" bit per entry
 //     (a rank saw a request with that name but different parameters, or its cached request is
-//     stalled). Invalidated entries are evicted on every rank and their pending requests re-sent
-//     as uncached. While any rank has joined, the cache is bypassed.
+//     stalled), and "rank 0 has new tuned parameters" (autotune). Invalidated entries are evicted
+//     on every rank and their pending requests re-sent as uncached. While any rank has joined,
+//     the cache is bypassed.
+//  2b. Only if rank 0 has new parameters (propose): every rank takes them by one broadcast and
+//     applies them in this cycle: the fusion threshold (step 4) and the cache switch. A switch
+//     either way empties the cache on every rank, and the cached requests still waiting for
+//     their bits go to the coordinator as uncached in this cycle (step 3 runs).
 //  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
 //     The coordinator adds them to its message table, checks each name for consistency across
 //     ranks (type, dtype, shape, reduce op, root, scale factors, device) and emits a response
@@ -28,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,6 +43,7 @@
 #include "core/message.h"
 #include "core/response_cache.h"
 #include "core/settings.h"
+#include "core/tunable_parameters.h"
 
 namespace hvd {
 class Timeline;
@@ -52,10 +59,11 @@ struct ControllerOptions {
   StallOptions stall;
   // A process set's controller: its coordinator names these global ranks and this set.
   CoordinatorGroup group{};
+  double cycle_time_ms = default_settings().cycle_time_ms;  // only reported in parameters()
 };
 
 inline ControllerOptions controller_options(const Settings& settings) {
-  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), {}};
+  return {settings.fusion_threshold_bytes, settings.cache_capacity, StallOptions(settings), {}, settings.cycle_time_ms};
 }
 
 // Counters for tests and benchmarks.
@@ -64,6 +72,7 @@ struct ControllerStats {
   std::uint64_t slow_path_cycles = 0;  // cycles that gathered requests to the coordinator
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_invalidations = 0;
+  std::uint64_t parameter_changes = 0;  // tuned parameters applied (step 2b, or apply())
 };
 
 class Controller {
@@ -83,6 +92,19 @@ class Controller {
 
   const ControllerStats& stats() const { return stats_; }
   const ResponseCache& cache() const { return cache_; }
+  // Autotune, rank 0 only: these parameters take effect on every rank in the next cycle. A later
+  // proposal before that cycle replaces it.
+  void propose(const TunableParameters& parameters);
+  // The parameters in effect: the fusion threshold and cache switch this controller applies,
+  // and the cycle time the Runtime was last told to use.
+  const TunableParameters& parameters() const { return parameters_; }
+  // The parameters the last cycle applied (the same cycle on every rank), if it applied any.
+  const std::optional<TunableParameters>& applied_this_cycle() const { return applied_; }
+  // Applies parameters outside a negotiation cycle: for a process set's controller, called at
+  // the same point of the same global cycle on every member. Waiting cached requests are sent
+  // as uncached in the set's next cycle.
+  void apply(const TunableParameters& parameters);
+
   // A stall shutdown happened: the message names the tensors and the missing ranks.
   const std::string& stall_error() const { return coordinator_.stall_error(); }
 
@@ -93,7 +115,7 @@ class Controller {
     Clock::time_point since;
   };
   struct Agreement {  // what the cycle's one bitwise AND established
-    bool uncached = false, shutdown = false, joined = false, coordinator_due = false;
+    bool uncached = false, shutdown = false, joined = false, coordinator_due = false, new_parameters = false;
     std::vector<int> shutdown_ranks;  // the ranks that asked to shut down this cycle
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
@@ -105,6 +127,7 @@ class Controller {
   std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();
+  TunableParameters receive_parameters();  // step 2b's broadcast
 
   ControlChannel& channel_;
   ControllerOptions options_;
@@ -112,6 +135,9 @@ class Controller {
   ResponseCache cache_;
   Coordinator coordinator_;  // used on rank 0 only
   ControllerStats stats_;
+  TunableParameters parameters_;
+  std::optional<TunableParameters> proposed_;  // rank 0: not yet sent
+  std::optional<TunableParameters> applied_;   // by the last cycle
 
   // Rank-local state.
   std::vector<PendingCached> pending_cached_;  // waiting for every rank to set the cache bit

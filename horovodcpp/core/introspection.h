@@ -8,5 +8,8 @@ namespace hvd::detail {
 
 // The controller's counters (cycles, slow-path cycles, cache hits, invalidations) on this rank.
 ControllerStats controller_stats();
+// The tuned parameters in effect on this rank (HOROVOD_AUTOTUNE=1 changes them; the settings'
+// otherwise). Every rank reports the same after the same cycle.
+TunableParameters tuned_parameters();
 
 }  // namespace hvd::detail

@@ -66,4 +66,11 @@ void ResponseCache::erase(int slot) {
   free_slots_.push_back(slot);
 }
 
+void ResponseCache::clear() {
+  slots_.clear();
+  free_slots_.clear();
+  lru_.clear();
+  by_name_.clear();
+}
+
 }  // namespace hvd::detail

@@ -35,6 +35,7 @@ class ResponseCache {
   void put(const Request& request, const Response& response);
   void touch(int slot);
   void erase(int slot);
+  void clear();  // every entry and slot: the cache starts over
 
  private:
   struct Slot {

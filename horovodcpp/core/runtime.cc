@@ -198,9 +198,7 @@ void Runtime::set_up_on_world() {
     throw Error("HOROVOD_CPU_OPERATIONS=" + settings_.cpu_operations + " asks for a backend this build does not contain");
   if (!settings_.gpu_operations.empty() && !registry_.has_backend(settings_.gpu_operations))
     throw Error("HOROVOD_GPU_OPERATIONS=" + settings_.gpu_operations + " asks for a backend this build does not contain");
-  if (settings_.autotune)
-    log_warn("HOROVOD_AUTOTUNE=1: autotuning is not implemented yet; using HOROVOD_FUSION_THRESHOLD and "
-             "HOROVOD_CYCLE_TIME as given");
+  set_up_autotune();
   {
     std::lock_guard<std::mutex> lock(process_sets_.mutex());
     ProcessSetState& global = process_sets_.add(world_->global().global_ranks());
@@ -278,7 +276,7 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 
 void Runtime::run_loop() {
   queue_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(settings_.cycle_time_ms)));
+      std::chrono::duration<double, std::milli>(cycle_time_ms_)));
   while (true) {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
     try {
@@ -289,7 +287,8 @@ void Runtime::run_loop() {
       shut_down_on_background_thread(StopKind::Failed, std::string("waiting for a cycle failed: ") + e.what());
       return;
     }
-    last_cycle_start_ = std::chrono::steady_clock::now();
+    const auto cycle_start = std::chrono::steady_clock::now();
+    last_cycle_start_ = cycle_start;
     if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
     progress_.enter_cycle(controller_->stats().cycles + 1);
     timeline_.mark_cycle_start();
@@ -320,6 +319,7 @@ void Runtime::run_loop() {
       if (abandoned_.load()) return;
       execute(response, global);
     }
+    autotune_after_cycle(list, cycle_start);
     // Then every other set this rank belongs to, by ascending id: the same order on every
     // member, so the sets' blocking rounds cannot wait on each other in a cycle.
     if (!list.shutdown) {

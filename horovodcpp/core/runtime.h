@@ -19,6 +19,7 @@
 #include "core/controller.h"
 #include "core/fusion_buffer.h"
 #include "core/op_registry.h"
+#include "core/parameter_manager.h"
 #include "core/process_set_table.h"
 #include "core/progress.h"
 #include "core/settings.h"
@@ -74,6 +75,8 @@ class Runtime {
   bool dynamic_process_sets() const { return settings_.dynamic_process_sets; }
   // The controller's counters as of the last cycle (any thread; tests and benchmarks).
   ControllerStats controller_stats() const;
+  // The tuned parameters in effect (the settings' until autotune changes them). Any thread.
+  TunableParameters tuned_parameters() const;
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
   std::string generate_name(const std::string& prefix);
 
@@ -113,6 +116,10 @@ class Runtime {
   void shut_down_on_background_thread(StopKind kind, const std::string& reason);
   std::string describe_shutdown(const ResponseList& list) const;
   void release_world();
+  // Autotune (runtime_autotune.cc): rank 0's tuner, fed after each global cycle's responses ran;
+  // parameters that took effect this cycle set cycle_time_ms_ and reach the other sets.
+  void set_up_autotune();
+  void autotune_after_cycle(const ResponseList& list, std::chrono::steady_clock::time_point cycle_start);
 
   Settings settings_;
   Topology topology_;
@@ -138,6 +145,8 @@ class Runtime {
   std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
   std::chrono::steady_clock::time_point last_cycle_start_{};
+  double cycle_time_ms_ = 0;  // in effect: HOROVOD_CYCLE_TIME until autotune changes it
+  std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE=1
 
   std::mutex init_mutex_;
   std::condition_variable init_cv_;
@@ -151,6 +160,7 @@ class Runtime {
 
   mutable std::mutex stats_mutex_;
   ControllerStats stats_;  // published by the background thread once per cycle
+  TunableParameters tuned_;  // published when parameters take effect
 
   std::mutex names_mutex_;
   std::map<std::string, long long> name_counters_;

@@ -73,9 +73,10 @@ std::optional<bool> parse_flag(const std::string& text) {
 std::string accepted_form(const SettingSpec& spec) {
   switch (spec.kind) {
     case SettingKind::Bytes: return "a whole number of bytes >= 0";
-    case SettingKind::Count: return "a whole number >= 0";
+    case SettingKind::Count: return "a whole number >= " + std::to_string(spec.minimum);
     case SettingKind::Milliseconds: return "a number of milliseconds > 0 and <= 60000";
     case SettingKind::Seconds: return "a number of seconds >= 0 and <= 31536000 (a year)";
+    case SettingKind::Number: return "a number >= 0";
     case SettingKind::Flag: return "0 or 1 (also true/false, yes/no, on/off)";
     case SettingKind::Path: return "a file path";
     case SettingKind::Choice: return std::string("one of: ") + spec.choices;
@@ -115,10 +116,16 @@ std::string setting_text(const SettingSpec& spec, const Settings& settings) {
         using T = std::decay_t<decltype(value)>;
         if constexpr (std::is_same_v<T, std::int64_t>) return std::to_string(value);
         else if constexpr (std::is_same_v<T, double>) {
-          std::ostringstream out;
-          out.precision(17);
-          out << value;
-          return out.str();
+          // The shortest form that reads back exactly: "0.8", not "0.80000000000000004".
+          std::string text;
+          for (int digits = 15; digits <= 17; ++digits) {
+            std::ostringstream out;
+            out.precision(digits);
+            out << value;
+            text = out.str();
+            if (std::strtod(text.c_str(), nullptr) == value) break;
+          }
+          return text;
         } else if constexpr (std::is_same_v<T, bool>) return value ? "1" : "0";
         else return value;
       },
@@ -138,7 +145,7 @@ std::optional<std::string> validate_setting(const SettingSpec& spec, const std::
     case SettingKind::Bytes:
     case SettingKind::Count: {
       auto v = parse_integer(value);
-      good = v && *v >= 0;
+      good = v && *v >= spec.minimum;
       break;
     }
     case SettingKind::Milliseconds: {  // bounded: periods become integer nanoseconds
@@ -149,6 +156,11 @@ std::optional<std::string> validate_setting(const SettingSpec& spec, const std::
     case SettingKind::Seconds: {
       auto v = parse_number(value);
       good = v && *v >= 0 && *v <= kMaxSeconds;
+      break;
+    }
+    case SettingKind::Number: {
+      auto v = parse_number(value);
+      good = v && *v >= 0;
       break;
     }
     case SettingKind::Flag: good = parse_flag(value).has_value(); break;

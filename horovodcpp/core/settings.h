@@ -17,7 +17,7 @@
 
 namespace hvd::detail {
 
-enum class SettingKind { Bytes, Count, Milliseconds, Seconds, Flag, Path, Choice };
+enum class SettingKind { Bytes, Count, Milliseconds, Seconds, Number, Flag, Path, Choice };
 
 // The values hvd::init() runs with. A default-constructed Settings holds every declared
 // default (the constructor applies the table); the braces below only zero the members, the
@@ -38,6 +38,11 @@ struct Settings {
   double start_timeout_seconds{};
   bool hierarchical_allreduce{};
   bool autotune{};
+  std::string autotune_log_path;
+  std::int64_t autotune_warmup_samples{};
+  std::int64_t autotune_steps_per_sample{};
+  std::int64_t autotune_bayes_opt_max_samples{};
+  double autotune_gaussian_process_noise{};
   std::string log_level;
   std::string cpu_operations;    // "" (automatic) or "mpi"
   std::string gpu_operations;    // "" (automatic), "nccl" or "mpi"
@@ -45,7 +50,7 @@ struct Settings {
 };
 
 // The Settings member a declaration fills; its type follows the kind (Bytes/Count: int64,
-// Milliseconds/Seconds: double, Flag: bool, Path/Choice: string).
+// Milliseconds/Seconds/Number: double, Flag: bool, Path/Choice: string).
 using SettingField = std::variant<std::int64_t Settings::*, double Settings::*, bool Settings::*,
                                   std::string Settings::*>;
 
@@ -62,6 +67,7 @@ struct SettingSpec {
   const char* choices;        // Choice: comma-separated accepted values (case-insensitive)
   SettingScope scope;
   const char* help;
+  std::int64_t minimum = 0;   // Count: the smallest accepted value
 };
 
 const std::vector<SettingSpec>& setting_specs();

@@ -50,7 +50,22 @@ const std::vector<SettingSpec>& setting_specs() {
        "Allreduce within each node, then across nodes, then within each node again."},
       {"HOROVOD_AUTOTUNE", "autotune", K::Flag, &Settings::autotune,
        "0", "", kShared,
-       "Tune the fusion threshold and cycle time while training."},
+       "Tune the fusion threshold, cycle time and response cache while training (rank 0 decides)."},
+      {"HOROVOD_AUTOTUNE_LOG", "autotune-log-file", K::Path, &Settings::autotune_log_path,
+       "", "", kPerRank,
+       "Autotune: write one CSV line per trial (parameters and score) to this file on rank 0."},
+      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "autotune-warmup-samples", K::Count, &Settings::autotune_warmup_samples,
+       "3", "", kPerRank,  // Horovod's default
+       "Autotune: samples discarded before the first trial."},
+      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "autotune-steps-per-sample", K::Count,
+       &Settings::autotune_steps_per_sample, "10", "", kPerRank,  // Horovod's default
+       "Autotune: training steps (every tensor reduced once) measured per sample.", 1},
+      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "autotune-bayes-opt-max-samples", K::Count,
+       &Settings::autotune_bayes_opt_max_samples, "20", "", kPerRank,  // Horovod's default
+       "Autotune: trials before settling on the best parameters seen."},
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "autotune-gaussian-process-noise", K::Number,
+       &Settings::autotune_gaussian_process_noise, "0.8", "", kPerRank,  // Horovod's default
+       "Autotune: noise of the scores in the Bayesian optimizer's model (relative to their spread)."},
       {"HOROVOD_LOG_LEVEL", "log-level", K::Choice, &Settings::log_level,
        "warning", "trace,debug,info,warning,error,fatal", kPerRank,
        "Runtime log level."},

@@ -60,7 +60,8 @@ run_hvdrun --help >"$TMP/help" 2>&1
 expect_eq "--help exit code" 0 $?
 for flag in fusion-threshold-mb cycle-time-ms cache-capacity timeline-filename timeline-mark-cycles \
   no-stall-check stall-check-warning-time-seconds stall-check-shutdown-time-seconds \
-  hierarchical-allreduce autotune log-level; do
+  hierarchical-allreduce autotune autotune-log-file autotune-warmup-samples autotune-steps-per-sample \
+  autotune-bayes-opt-max-samples autotune-gaussian-process-noise log-level; do
   expect_contains "--help lists --$flag" "--$flag" "$TMP/help"
 done
 finish

@@ -124,6 +124,11 @@ TEST_CASE("every knob flag: the exact argv and the variable it adds") {
       {{"--liveness-timeout-seconds", "600"}, "HOROVOD_LIVENESS_TIMEOUT_SECONDS", "600"},
       {{"--hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
       {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
+      {{"--autotune-log-file", "/tmp/tune log.csv"}, "HOROVOD_AUTOTUNE_LOG", "/tmp/tune log.csv"},
+      {{"--autotune-warmup-samples", "2"}, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "2"},
+      {{"--autotune-steps-per-sample", "5"}, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "5"},
+      {{"--autotune-bayes-opt-max-samples", "12"}, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "12"},
+      {{"--autotune-gaussian-process-noise", "0.5"}, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.5"},
       {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
       {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},
   };

@@ -66,7 +66,10 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
                   "--stall-check-warning-time-seconds", "30",
                   "--stall-check-shutdown-time-seconds", "120", "--liveness-timeout-seconds", "600",
                   "--hierarchical-allreduce",
-                  "--autotune", "--log-level", "debug", "--dynamic-process-sets", "prog"});
+                  "--autotune", "--autotune-log-file", "/tmp/tune.csv", "--autotune-warmup-samples", "0",
+                  "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "9",
+                  "--autotune-gaussian-process-noise", "0.25",
+                  "--log-level", "debug", "--dynamic-process-sets", "prog"});
   CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
   CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
   CHECK(knob(o, "HOROVOD_CACHE_CAPACITY") == "0");
@@ -79,6 +82,11 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
   CHECK(knob(o, "HOROVOD_LIVENESS_TIMEOUT_SECONDS") == "600");
   CHECK(knob(o, "HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
   CHECK(knob(o, "HOROVOD_AUTOTUNE") == "1");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE_LOG") == "/tmp/tune.csv");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES") == "0");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE") == "4");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES") == "9");
+  CHECK(knob(o, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE") == "0.25");
   CHECK(knob(o, "HOROVOD_DYNAMIC_PROCESS_SETS") == "1");
   CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
   // Every flag in the settings table was exercised above, each once.
@@ -108,6 +116,13 @@ TEST_CASE("bad knob values name the flag, the variable and the accepted form") {
              Catch::Contains("HOROVOD_CACHE_CAPACITY"));
   CHECK_THAT(parse_error({"-np", "1", "--stall-check-warning-time-seconds", "soon", "p"}),
              Catch::Contains("HOROVOD_STALL_CHECK_TIME_SECONDS"));
+  CHECK_THAT(parse_error({"-np", "1", "--autotune-steps-per-sample", "0", "p"}),
+             Catch::Contains("--autotune-steps-per-sample '0'") &&
+                 Catch::Contains("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE='0' is not valid: expected a whole number >= 1"));
+  CHECK_THAT(parse_error({"-np", "1", "--autotune-gaussian-process-noise", "-0.1", "p"}),
+             Catch::Contains("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE='-0.1' is not valid: expected a number >= 0"));
+  CHECK_THAT(parse_error({"-np", "1", "--autotune-warmup-samples", "few", "p"}),
+             Catch::Contains("HOROVOD_AUTOTUNE_WARMUP_SAMPLES='few'"));
 }
 
 TEST_CASE("input errors are clear") {

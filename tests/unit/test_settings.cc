@@ -115,7 +115,8 @@ std::string other_value(const SettingSpec& spec) {
     case SettingKind::Bytes:
     case SettingKind::Count:
     case SettingKind::Seconds: return std::string(spec.default_value) == "7" ? "8" : "7";
-    case SettingKind::Milliseconds: return std::string(spec.default_value) == "2.5" ? "3.5" : "2.5";
+    case SettingKind::Milliseconds:
+    case SettingKind::Number: return std::string(spec.default_value) == "2.5" ? "3.5" : "2.5";
     case SettingKind::Flag: return std::string(spec.default_value) == "1" ? "0" : "1";
     case SettingKind::Path: return "/tmp/other path.json";
     case SettingKind::Choice: {
@@ -178,4 +179,31 @@ TEST_CASE("defaults of Horovod's knobs and c10d's liveness timeout", "[settings]
   CHECK(s.cpu_operations.empty());
   CHECK(s.timeline_path.empty());
   CHECK(read({{"HOROVOD_LOG_LEVEL", ""}}).log_level == "warning");  // empty choice: the default
+}
+
+TEST_CASE("autotune settings: Horovod's defaults, hvdrun's flag names, checked values", "[settings][autotune]") {
+  const Settings s = read({});
+  CHECK(s.autotune_log_path.empty());
+  CHECK(s.autotune_warmup_samples == 3);
+  CHECK(s.autotune_steps_per_sample == 10);
+  CHECK(s.autotune_bayes_opt_max_samples == 20);
+  CHECK(s.autotune_gaussian_process_noise == 0.8);
+  CHECK(std::string(find_setting("HOROVOD_AUTOTUNE_LOG")->flag) == "autotune-log-file");
+  CHECK(std::string(find_setting("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")->flag) == "autotune-gaussian-process-noise");
+  const Settings set = read({{"HOROVOD_AUTOTUNE_LOG", "/tmp/t.csv"}, {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                             {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "1"}, {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "5"},
+                             {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0"}});
+  CHECK(set.autotune_log_path == "/tmp/t.csv");
+  CHECK(set.autotune_warmup_samples == 0);
+  CHECK(set.autotune_steps_per_sample == 1);
+  CHECK(set.autotune_bayes_opt_max_samples == 5);
+  CHECK(set.autotune_gaussian_process_noise == 0.0);
+  CHECK_THROWS_WITH(read({{"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "0"}}),
+                    Catch::Contains("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE='0' is not valid: expected a whole number >= 1"));
+  CHECK_THROWS_WITH(read({{"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "-1"}}),
+                    Catch::Contains("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE='-1' is not valid: expected a number >= 0"));
+  CHECK_THROWS_WITH(read({{"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "-2"}}),
+                    Catch::Contains("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES='-2' is not valid: expected a whole number >= 0"));
+  // Real numbers print as they read back: the declared default stays "0.8".
+  CHECK(setting_text(*find_setting("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), s) == "0.8");
 }

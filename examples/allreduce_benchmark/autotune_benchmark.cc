@@ -1,0 +1,161 @@
+// autotune_benchmark: throughput of ResNet-50's gradient exchange (bytes reduced per second) at
+// np=N under one launch's settings, and the report that compares launches. Settings are read
+// at hvd::init, so each hand-set fusion threshold is its own launch (autotune_benchmark.sh runs
+// them all). With HOROVOD_AUTOTUNE=1 the job first trains until the tuner has settled (every
+// rank has applied HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES changes, the last being the best
+// parameters), then measures the same way.
+//
+//   mpirun -np 2 ./autotune_benchmark --label L [--steps 20] [--warmup 3] [--max-tune-steps 2000]
+//       [--results FILE]            one launch: prints and appends "label,bytes/s,threshold,cycle ms,cache,tune steps"
+//   ./autotune_benchmark --report FILE    the table and the TARGET line (no MPI)
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <horovodcpp/horovod.h>
+
+#include "bench_common.h"
+#include "core/introspection.h"
+#include "gradient_sets.h"
+
+namespace {
+
+using hvd::bench::fixed;
+
+struct Launch {
+  std::string label;
+  double bytes_per_second = 0;
+  std::string threshold, cycle_ms, cache;
+  long tune_steps = 0;
+};
+
+struct Gradients {
+  std::vector<std::shared_ptr<hvd::HostTensor>> tensors;  // backward order
+  std::vector<std::string> names;
+  std::int64_t total_bytes = 0;
+};
+
+Gradients resnet50() {
+  Gradients g;
+  const auto specs = hvd::bench::resnet50_gradients();
+  for (auto it = specs.rbegin(); it != specs.rend(); ++it) {
+    g.tensors.push_back(hvd::HostTensor::allocate(hvd::DataType::Float32, it->shape));
+    g.total_bytes += g.tensors.back()->size_bytes();
+    g.names.push_back("autotune_benchmark." + it->name);
+  }
+  return g;
+}
+
+void step(Gradients& g) {
+  std::vector<hvd::Handle> handles;
+  handles.reserve(g.tensors.size());
+  for (std::size_t i = 0; i < g.tensors.size(); ++i)
+    handles.push_back(hvd::allreduce_async(g.tensors[i], g.tensors[i], {hvd::ReduceOp::Sum, g.names[i]}));
+  for (auto& h : handles) h.wait();
+}
+
+// One step with every value rank + 1: the sum must be n(n+1)/2 everywhere, on every rank.
+void check(Gradients& g, const hvd::bench::Session& s) {
+  for (auto& t : g.tensors) std::fill_n(t->data_as<float>(), t->num_elements(), static_cast<float>(s.rank() + 1));
+  step(g);
+  const float expected = static_cast<float>(s.size() * (s.size() + 1) / 2);
+  double wrong = 0;
+  for (auto& t : g.tensors)
+    wrong += static_cast<double>(std::count_if(t->data_as<float>(), t->data_as<float>() + t->num_elements(),
+                                               [expected](float v) { return v != expected; }));
+  if (hvd::bench::max_over_ranks(wrong, s.comm()) > 0) throw std::runtime_error("wrong sums on some rank");
+  for (auto& t : g.tensors) std::fill_n(t->data_as<float>(), t->num_elements(), 0.0f);
+}
+
+// Trains until every rank applied `changes` tuned parameter sets (or `limit` steps); the step count.
+long tune(Gradients& g, const hvd::bench::Session& s, std::uint64_t changes, long limit) {
+  long steps = 0;
+  while (steps < limit) {
+    step(g);
+    ++steps;
+    const double behind = hvd::detail::controller_stats().parameter_changes < changes ? 1 : 0;
+    if (hvd::bench::max_over_ranks(behind, s.comm()) == 0) break;
+  }
+  return steps;
+}
+
+int run_launch(const hvd::bench::Args& args, int* argc, char*** argv) {
+  const std::string label = args.get("--label", "launch");
+  const long steps = args.get_int("--steps", 20), warmup = args.get_int("--warmup", 3);
+  const long max_tune_steps = args.get_int("--max-tune-steps", 2000);
+  const std::string results = args.get("--results", "");
+  args.reject_unknown();
+  hvd::bench::Session session(argc, argv);
+  Gradients g = resnet50();
+  check(g, session);
+  long tune_steps = 0;
+  const char* autotune = std::getenv("HOROVOD_AUTOTUNE");
+  if (autotune != nullptr && std::string(autotune) == "1") {
+    const char* max_samples = std::getenv("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES");
+    tune_steps = tune(g, session, max_samples ? std::strtoull(max_samples, nullptr, 10) : 20, max_tune_steps);
+  }
+  for (long i = 0; i < warmup; ++i) step(g);
+  hvd::bench::quiet_barrier(session.comm());
+  const double start = hvd::bench::now_seconds();
+  for (long i = 0; i < steps; ++i) step(g);
+  const double seconds = hvd::bench::max_over_ranks(hvd::bench::now_seconds() - start, session.comm());
+  check(g, session);  // the tuned parameters still sum correctly
+  const auto p = hvd::detail::tuned_parameters();
+  if (session.rank() == 0) {
+    std::ostringstream line;
+    line << label << ',' << fixed(static_cast<double>(g.total_bytes) * steps / seconds, 0) << ','
+         << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ',' << (p.cache_enabled ? "on" : "off") << ','
+         << tune_steps;
+    std::printf("%s\n", line.str().c_str());
+    if (!results.empty()) std::ofstream(results, std::ios::app) << line.str() << '\n';
+  }
+  return 0;
+}
+
+int report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<Launch> launches;
+  for (std::string line; std::getline(in, line);) {
+    std::stringstream s(line);
+    std::vector<std::string> f;
+    for (std::string x; std::getline(s, x, ',');) f.push_back(x);
+    if (f.size() != 6) throw std::runtime_error(path + ": bad line '" + line + "'");
+    launches.push_back({f[0], std::stod(f[1]), f[2], f[3], f[4], std::stol(f[5])});
+  }
+  const Launch* tuned = nullptr;
+  double best_hand = 0;
+  for (const auto& l : launches) {
+    if (l.label.rfind("autotune", 0) == 0) tuned = &l;
+    else best_hand = std::max(best_hand, l.bytes_per_second);
+  }
+  if (tuned == nullptr || best_hand <= 0) throw std::runtime_error(path + ": needs hand-set launches and an autotune one");
+  hvd::bench::Table table({"launch", "GB/s reduced", "vs best hand-set", "fusion threshold (B)", "cycle (ms)", "cache",
+                           "steps to settle"});
+  for (const auto& l : launches)
+    table.add({l.label, fixed(l.bytes_per_second / 1e9, 3), fixed(l.bytes_per_second / best_hand, 2) + "x", l.threshold,
+               l.cycle_ms, l.cache, l.tune_steps ? std::to_string(l.tune_steps) : "-"});
+  std::printf("%s\n", table.str().c_str());
+  hvd::bench::report_target("ResNet-50 gradients, np=2: autotune from 64 KB: tuned / best hand-set throughput",
+                            tuned->bytes_per_second / best_hand, 0.9, true, "x");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hvd::bench::Args args(argc, argv);
+  try {
+    const std::string report_path = args.get("--report", "");
+    if (!report_path.empty()) return report(report_path);
+    return run_launch(args, &argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "autotune_benchmark: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,93 @@
+// The autotuner (HOROVOD_AUTOTUNE=1): on rank 0, measures the throughput of the live job (bytes
+// reduced per second) under one set of TunableParameters at a time and picks the next set to try
+// by Bayesian optimization; after HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES trials it settles on the
+// best set seen and stops. It only decides: the Runtime hands each decision to the Controller,
+// which carries it to every rank. Background thread of rank 0 only; owned by the Runtime.
+//
+// A step is what Horovod calls one: every tensor of the job reduced once. Steps are counted by
+// tensor name: a cycle that completes a name already completed in the current step starts the
+// next step. A sample spans HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE whole steps, from the cycle that
+// starts one step to the cycle that starts the step after the last; its score is the bytes of
+// the responses completed in between divided by the wall time in between. A sample starts only
+// at a step boundary after the parameters it measures took effect. The first
+// HOROVOD_AUTOTUNE_WARMUP_SAMPLES samples are discarded; each later one is a trial, written as
+// one CSV line to HOROVOD_AUTOTUNE_LOG when set.
+//
+// The search space: fusion threshold 64 KB .. 128 MB and cycle time 1 .. 100 ms, each on a log
+// scale, and the response cache on or off (tuned only when HOROVOD_CACHE_CAPACITY > 0). The
+// first trial measures the user's own settings.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/bayesian_optimization.h"
+#include "core/settings.h"
+#include "core/tunable_parameters.h"
+
+namespace hvd::detail {
+
+struct AutotuneOptions {
+  std::int64_t warmup_samples = 3;
+  std::int64_t steps_per_sample = 10;
+  std::int64_t max_samples = 20;
+  double noise = 0.8;
+  std::string log_path;       // "" for no CSV log
+  bool cache_tunable = true;  // false when the cache has no capacity: it stays off
+};
+
+AutotuneOptions autotune_options(const Settings& settings);
+
+class ParameterManager {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr const char* kLogHeader =
+      "trial,fusion_threshold_bytes,cycle_time_ms,cache_enabled,score_bytes_per_second,steps,seconds";
+
+  // Opens the CSV log (truncating it) and writes its header; throws hvd::Error naming
+  // HOROVOD_AUTOTUNE_LOG and the reason when it cannot be written.
+  ParameterManager(AutotuneOptions options, TunableParameters initial);
+
+  // After a cycle's responses ran: the tensors it completed, their bytes, and when the cycle
+  // started. Returns the parameters to apply next when this cycle ended a trial (the next to
+  // try, or the best seen when tuning is over).
+  std::optional<TunableParameters> record(const std::vector<std::string>& names, std::int64_t bytes,
+                                          Clock::time_point cycle_start);
+
+  bool done() const { return done_; }
+  int trials() const { return static_cast<int>(trials_.size()); }
+  const TunableParameters& current() const { return current_; }  // under measurement
+  const TunableParameters& best() const { return best_; }
+  double best_score() const { return best_score_; }
+
+  // Normalized search coordinates and back (exposed for the tests).
+  std::vector<double> normalize(const TunableParameters& p) const;
+  TunableParameters denormalize(const std::vector<double>& x) const;
+
+ private:
+  std::optional<TunableParameters> finish_sample(double score, double seconds);
+  void write_trial(const TunableParameters& p, double score, double seconds);
+
+  AutotuneOptions options_;
+  BayesianOptimizer optimizer_;
+  std::ofstream log_;
+  TunableParameters current_, best_;
+  double best_score_ = -1;
+  std::int64_t warmup_left_;
+  std::vector<double> trials_;  // scores, in order
+  bool done_ = false;
+
+  // The sample in progress.
+  std::set<std::string> step_names_;  // completed in the current step
+  bool measuring_ = false;            // a sample has started (at a step boundary)
+  Clock::time_point sample_start_;
+  std::int64_t sample_bytes_ = 0;
+  std::int64_t sample_steps_ = 0;
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,101 @@
+// Autotune on a live job (run with HOROVOD_AUTOTUNE=1, tiny warmup/steps/max-samples and
+// HOROVOD_AUTOTUNE_LOG set): tuning never corrupts a result, every rank applies the same
+// parameters, and rank 0 logs one CSV line per trial.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/introspection.h"
+#include "core/parameter_manager.h"
+#include "test_support.h"
+
+using namespace hvd;
+
+namespace {
+
+std::int64_t env_int(const char* name) {
+  const char* v = std::getenv(name);
+  REQUIRE(v != nullptr);
+  return std::atoll(v);
+}
+
+// Min and max of a value across ranks (one allreduce each).
+std::pair<double, double> min_max(double v, const std::string& name) {
+  auto lo = test::filled(DataType::Float64, {1}, [&](std::int64_t) { return v; });
+  auto hi = test::filled(DataType::Float64, {1}, [&](std::int64_t) { return v; });
+  allreduce_async(lo, lo, {ReduceOp::Min, name + ".min"}).wait();
+  allreduce_async(hi, hi, {ReduceOp::Max, name + ".max"}).wait();
+  return {test::read_as_double(*lo, 0), test::read_as_double(*hi, 0)};
+}
+
+}  // namespace
+
+TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", "[autotune]") {
+  const std::int64_t max_samples = env_int("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES");
+  const char* log_path = std::getenv("HOROVOD_AUTOTUNE_LOG");
+  REQUIRE(log_path != nullptr);
+  const int n = size(), me = rank();
+  // A "training step": eight gradients of different sizes, all submitted, then all waited for.
+  const std::vector<std::int64_t> lengths = {7, 1000, 20000, 33, 5000, 64, 12000, 300};
+  for (int step = 0; step < 60; ++step) {
+    std::vector<std::shared_ptr<HostTensor>> tensors;
+    std::vector<Handle> handles;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      const double a = static_cast<double>(me + 1) * static_cast<double>(i + 1);
+      tensors.push_back(test::filled(DataType::Float32, {lengths[i]}, [&](std::int64_t k) { return a + step + k % 7; }));
+      handles.push_back(allreduce_async(tensors.back(), tensors.back(), {ReduceOp::Sum, "grad." + std::to_string(i)}));
+    }
+    for (auto& h : handles) h.wait();
+    // Closed form: sum over ranks r of (r+1)(i+1) + step + k%7.
+    for (std::size_t i = 0; i < lengths.size(); ++i)
+      for (std::int64_t k = 0; k < lengths[i]; ++k) {
+        const double expected = (i + 1.0) * n * (n + 1) / 2 + n * (step + k % 7);
+        if (test::read_as_double(*tensors[i], k) != expected) {
+          FAIL("step " << step << " tensor grad." << i << " element " << k << ": "
+                       << test::read_as_double(*tensors[i], k) << " != " << expected);
+        }
+      }
+  }
+  const detail::TunableParameters tuned = detail::tuned_parameters();
+  const auto changes = detail::controller_stats().parameter_changes;
+  INFO("rank " << me << ": " << detail::describe(tuned) << ", " << changes << " change(s)");
+  // Every trial proposed the next parameters, the last one the best: one change per trial.
+  CHECK(changes == static_cast<std::uint64_t>(max_samples));
+  for (const auto& [name, value] : std::vector<std::pair<std::string, double>>{
+           {"threshold", static_cast<double>(tuned.fusion_threshold_bytes)},
+           {"cycle", tuned.cycle_time_ms},
+           {"cache", tuned.cache_enabled ? 1.0 : 0.0},
+           {"changes", static_cast<double>(changes)}}) {
+    const auto [lo, hi] = min_max(value, "autotune." + name);
+    INFO(name);
+    CHECK(lo == hi);  // the same on every rank
+  }
+  if (me != 0) return;
+  std::ifstream log(log_path);
+  REQUIRE(log.good());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(log, line);) lines.push_back(line);
+  REQUIRE(static_cast<std::int64_t>(lines.size()) == 1 + max_samples);
+  CHECK(lines[0] == detail::ParameterManager::kLogHeader);
+  double best_score = -1;
+  detail::TunableParameters best;
+  for (std::int64_t t = 1; t <= max_samples; ++t) {
+    std::stringstream fields(lines[t]);
+    std::vector<std::string> f;
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    INFO(lines[t]);
+    REQUIRE(f.size() == 7);
+    CHECK(f[0] == std::to_string(t));
+    const double score = std::stod(f[4]);
+    CHECK(score > 0);
+    if (t == 1) {  // the user's settings come first
+      CHECK(std::stoll(f[1]) == 65536);
+    }
+    if (score > best_score) best_score = score, best = {std::stoll(f[1]), std::stod(f[2]), f[3] == "1"};
+  }
+  CHECK(tuned == best);  // settled on the best trial of the log
+}
