@@ -54,6 +54,16 @@ double BayesianOptimizer::expected_improvement(const std::vector<double>& x) con
   return (p.mean - best) * normal_cdf(z) + p.stddev * normal_pdf(z);
 }
 
+std::size_t BayesianOptimizer::best_observed_by_model() const {
+  std::size_t best = 0;
+  double best_mean = -1e300;
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const double mean = model_.predict(points_[i]).mean;
+    if (mean > best_mean) best_mean = mean, best = i;
+  }
+  return best;
+}
+
 std::vector<double> BayesianOptimizer::next_sample() {
   if (scores_.empty()) return random_point();
   const auto best_at = static_cast<std::size_t>(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());

@@ -38,6 +38,9 @@ class BayesianOptimizer {
   // Expected improvement at x over the best score seen, under the current model.
   double expected_improvement(const std::vector<double>& x) const;
 
+  // The observed point the model rates highest (index in add_sample order): a single lucky
+  // measurement counts less than what its neighbours and the noise say.
+  std::size_t best_observed_by_model() const;
   std::size_t samples() const { return scores_.size(); }
   const GaussianProcess& model() const { return model_; }
 

@@ -14,7 +14,9 @@ namespace {
 
 // Search ranges, as log2 of the bounds (fusion 64 KB .. 128 MB, cycle time 1 .. 100 ms).
 constexpr double kMinFusionLog2 = 16, kMaxFusionLog2 = 27;
-constexpr double kMinCycleMs = 1, kMaxCycleMs = 100;
+// The cycle time only holds back bursts that keep streaming (cycles start on demand), so long
+// ones can only cost: 25 ms bounds the search.
+constexpr double kMinCycleMs = 1, kMaxCycleMs = 25;
 
 // The trials after the user's own settings, before the model chooses (normalized fusion, cycle,
 // cache): a spread over the space, so the first fit sees its shape rather than one corner.
@@ -109,11 +111,16 @@ std::optional<TunableParameters> ParameterManager::finish_sample(double score, d
     return std::nullopt;
   }
   trials_.push_back(score);
+  tried_.push_back(current_);
   write_trial(current_, score, seconds);
   optimizer_.add_sample(normalize(current_), score);
-  if (score > best_score_) best_score_ = score, best_ = current_;
   if (static_cast<std::int64_t>(trials_.size()) >= options_.max_samples) {
     done_ = true;
+    // The trial the model rates best, not the single highest score: on a shared machine one
+    // sample can be lucky by more than the parameters matter.
+    const std::size_t chosen = optimizer_.best_observed_by_model();
+    best_ = tried_[chosen];
+    best_score_ = trials_[chosen];
     current_ = best_;
     std::ostringstream line;
     line << "autotune: done after " << trials_.size() << " trials; keeping " << describe(best_) << " ("

@@ -62,6 +62,7 @@ class ParameterManager {
   bool done() const { return done_; }
   int trials() const { return static_cast<int>(trials_.size()); }
   const TunableParameters& current() const { return current_; }  // under measurement
+  // Once done: the trial kept (the one the optimizer's model rates best) and its measured score.
   const TunableParameters& best() const { return best_; }
   double best_score() const { return best_score_; }
 
@@ -80,6 +81,7 @@ class ParameterManager {
   double best_score_ = -1;
   std::int64_t warmup_left_;
   std::vector<double> trials_;  // scores, in order
+  std::vector<TunableParameters> tried_;  // the parameters of each trial, in order
   bool done_ = false;
 
   // The sample in progress.

@@ -179,3 +179,26 @@ TEST_CASE("the settle gap follows the intervals inside bursts", "[cycle_start][s
   window.on_arrival(t, true);
   CHECK(window.gap() == before);
 }
+
+TEST_CASE("a rank whose submissions are usually missing elsewhere holds its starts for the cycle time", "[cycle_start][settle]") {
+  const auto hold = std::chrono::microseconds(1000);
+  SettleWindow window(hold);
+  auto t = Clock::now();
+  window.on_arrival(t, false);
+  CHECK(window.due() == t);  // not leading: a lone submission starts a cycle at once
+  window.on_cycle_start();
+  // Its cycles keep finding its fresh submissions not yet submitted by the others (a broadcast
+  // root, a rank with less to compute): starting early only adds cycles that release nothing.
+  for (int i = 0; i < 12; ++i) window.record_start(true);
+  REQUIRE(window.leading());
+  t += std::chrono::milliseconds(5);
+  window.on_arrival(t, false);
+  CHECK(window.due() == t + hold);
+  window.on_cycle_start();
+  // Once its submissions are ready everywhere when its cycles start, it starts at once again.
+  for (int i = 0; i < 12; ++i) window.record_start(false);
+  CHECK_FALSE(window.leading());
+  t += std::chrono::milliseconds(5);
+  window.on_arrival(t, false);
+  CHECK(window.due() == t);
+}
