@@ -58,11 +58,6 @@ struct Timeline::Impl {
   std::thread thread;
 
   bool recording_locked() const { return writer != nullptr && !stopping; }
-  // `at` on the trace's clock; now for a default time point.
-  std::int64_t ns_at(std::chrono::steady_clock::time_point at) const {
-    if (at == std::chrono::steady_clock::time_point{}) return now_ns();
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(at - start_time).count();
-  }
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                                 start_time)
@@ -266,7 +261,7 @@ std::size_t Timeline::remembered_rows() const {
   return impl_->rows.size();
 }
 
-void Timeline::negotiate_start(const std::string& tensor, const char* op, std::chrono::steady_clock::time_point at) {
+void Timeline::negotiate_start(const std::string& tensor, const char* op) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
@@ -276,10 +271,10 @@ void Timeline::negotiate_start(const std::string& tensor, const char* op, std::c
   if (!row.open.empty() && row.open.front().kind == SpanKind::Negotiate) return;
   impl_->close_all_locked(row);
   impl_->begin_locked(tensor, row, SpanKind::Negotiate,
-                      std::string("NEGOTIATE_") + or_unknown(op), {}, impl_->ns_at(at));
+                      std::string("NEGOTIATE_") + or_unknown(op), {});
 }
 
-void Timeline::negotiate_rank_ready(const std::string& tensor, int rank, std::chrono::steady_clock::time_point at) {
+void Timeline::negotiate_rank_ready(const std::string& tensor, int rank) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->recording_locked()) return;
@@ -288,7 +283,7 @@ void Timeline::negotiate_rank_ready(const std::string& tensor, int rank, std::ch
     return;  // no negotiation open (recording started mid-way)
   }
   // A slice rather than an instant: neither speedscope nor DevTools draws instants.
-  const std::int64_t now = impl_->ns_at(at);
+  const std::int64_t now = impl_->now_ns();
   if (impl_->top_is(*row, SpanKind::Ready)) impl_->end_top_locked(*row, {}, now);
   impl_->begin_locked(tensor, *row, SpanKind::Ready, "READY " + std::to_string(rank),
                       {{"rank", std::to_string(rank)}}, now);

@@ -57,10 +57,8 @@ class Timeline {
   // left edges are the moments the ranks reported, and the last one is the wait for agreement.
   // negotiate_start while that tensor's negotiation is open does nothing (the coordinator calls
   // it when any rank first reports, and when its own request leaves the queue).
-  // `at`: when it happened, if earlier than now (a rank's submission, seen when its cycle starts).
-  void negotiate_start(const std::string& tensor, const char* op,
-                       std::chrono::steady_clock::time_point at = {});
-  void negotiate_rank_ready(const std::string& tensor, int rank, std::chrono::steady_clock::time_point at = {});
+  void negotiate_start(const std::string& tensor, const char* op);
+  void negotiate_rank_ready(const std::string& tensor, int rank);
   void negotiate_end(const std::string& tensor);
   // Execution of one tensor: the <OP> span containing QUEUE and then activities
   // (MEMCPY_IN_FUSION_BUFFER, MPI_ALLREDUCE, ...). `args` of start_op appear on the op's begin

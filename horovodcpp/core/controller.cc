@@ -83,10 +83,6 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
   const auto now = Clock::now();
   for (auto& r : requests) {
     if (r.type == RequestType::Join) joined_ = true;
-    if (timeline_ != nullptr) {
-      timeline_->negotiate_start(r.name, request_type_name(r.type), r.submitted);
-      timeline_->negotiate_rank_ready(r.name, channel_.rank(), r.submitted);
-    }
     auto lookup = parameters_.cache_enabled && cacheable(r) ? cache_.lookup(r) : ResponseCache::Lookup::Miss;
     if (lookup == ResponseCache::Lookup::Hit) {
       const auto since = r.submitted == Clock::time_point{} ? now : std::min(now, r.submitted);

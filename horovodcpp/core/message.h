@@ -46,7 +46,7 @@ struct Request {
   // The process set it belongs to (0: the global set); each set negotiates on its own.
   std::int32_t process_set_id = 0;
   // Local only (neither encoded nor compared): when this rank submitted it. Cycles start on
-  // demand, so a request can wait for one; the timeline dates this rank's readiness from here.
+  // demand, so a request can wait for one; the stall clock of a cached request starts here.
   std::chrono::steady_clock::time_point submitted{};
 
   bool operator==(const Request& other) const;

@@ -277,6 +277,7 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 void Runtime::run_loop() {
   queue_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_)));
+  queue_.set_ranks(topology_.size);
   while (true) {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
     try {
@@ -551,7 +552,15 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
     check_member(process_set_id, op);
   }
   track(state);
-  if (auto error = queue_.add(std::move(entries), std::move(requests))) throw Error(*error);
+  // The negotiation opens at the submission: the request may wait for a cycle another rank
+  // starts, and a rank frozen meanwhile leaves it open in the trace, where it was stuck.
+  auto open_negotiations = [this](const std::vector<Request>& accepted) {
+    for (const auto& r : accepted) {
+      timeline_.negotiate_start(r.name, request_type_name(r.type));
+      timeline_.negotiate_rank_ready(r.name, topology_.rank);
+    }
+  };
+  if (auto error = queue_.add(std::move(entries), std::move(requests), open_negotiations)) throw Error(*error);
   return state;
 }
 

@@ -9,8 +9,8 @@
 // makes one synchronous call at a time never sees such an interval, so its gap stays zero and a
 // lone tensor starts its cycle at once.
 //
-// A rank that leads (its recent cycles found what it submitted not yet submitted by others)
-// holds every start for the longest hold: the last rank to submit starts the cycle that can
+// A rank that leads (its recent cycles found what it submitted not yet submitted by others, more
+// often than chance) holds every start for the longest hold: the last rank to submit starts the cycle that can
 // release the tensors, and this rank's waiting submissions join it, so starting early would only
 // add a cycle that releases nothing. Not thread-safe: the TensorQueue calls it under its lock.
 #pragma once
@@ -37,12 +37,16 @@ class SettleWindow {
   // After a cycle that took fresh submissions of this rank: whether some were still missing on
   // other ranks. A moving average of these says whether this rank leads.
   void record_start(bool ahead_of_others);
-  bool leading() const { return ahead_share_ > 0.5; }
+  // Leading: ahead more often than a random arrival order makes a rank, which is (n-1)/n of the
+  // cycles with n ranks; the bar sits halfway from there to always, 1 - 1/(2n).
+  bool leading() const { return ahead_share_ > 1.0 - 1.0 / (2.0 * ranks_); }
+  void set_ranks(int ranks) { ranks_ = ranks; }
 
  private:
   Clock::duration longest_hold_;
   double average_interval_ns_ = 0;  // exponential moving average of burst intervals
   double ahead_share_ = 0;          // moving average of record_start(true)
+  int ranks_ = 2;
   bool waiting_ = false;
   Clock::time_point first_waiting_{}, last_arrival_{};
 };

@@ -4,7 +4,8 @@
 
 namespace hvd::detail {
 
-std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests) {
+std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
+                                            const std::function<void(const std::vector<Request>&)>& accepted) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return closed_reason_;
   const bool burst = !table_.empty();
@@ -18,6 +19,7 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
              (set == 0 ? std::string() : " in process set " + std::to_string(set)) +
              ": names must be unique among pending operations (wait for the first before submitting it again)";
   }
+  if (accepted) accepted(requests);
   for (auto& e : entries) {
     Key key{e.process_set_id, e.name};
     table_.emplace(std::move(key), std::move(e));
@@ -63,6 +65,11 @@ bool TensorQueue::wait_until_due(std::chrono::steady_clock::time_point deadline)
 void TensorQueue::set_longest_hold(std::chrono::steady_clock::duration hold) {
   std::lock_guard<std::mutex> lock(mutex_);
   settle_.set_longest_hold(hold);
+}
+
+void TensorQueue::set_ranks(int ranks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  settle_.set_ranks(ranks);
 }
 
 void TensorQueue::record_cycle_start(bool ahead_of_others) {

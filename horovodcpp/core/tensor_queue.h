@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <utility>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,7 +24,10 @@ class TensorQueue {
  public:
   // Adds all entries and their requests atomically (a grouped allreduce lands in one cycle).
   // Returns an error message instead when a name is already in flight or the queue is closed.
-  std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests);
+  // `accepted` runs under the queue's lock once the add is certain, before the background thread
+  // can see the requests (the timeline opens their negotiations there).
+  std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
+                                 const std::function<void(const std::vector<Request>&)>& accepted = {});
   // Takes every waiting request (the cycle starts).
   std::vector<Request> pop_requests();
   // Blocks until the waiting requests are due to start a cycle (see SettleWindow) and returns
@@ -34,6 +38,7 @@ class TensorQueue {
   std::chrono::steady_clock::duration settle_gap() const;
   // See SettleWindow::record_start.
   void record_cycle_start(bool ahead_of_others);
+  void set_ranks(int ranks);  // the job's size, for SettleWindow::leading
   // Removes the set's entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
   bool contains(const std::string& name, std::int32_t process_set_id = 0) const;

@@ -189,7 +189,7 @@ TEST_CASE("a rank whose submissions are usually missing elsewhere holds its star
   window.on_cycle_start();
   // Its cycles keep finding its fresh submissions not yet submitted by the others (a broadcast
   // root, a rank with less to compute): starting early only adds cycles that release nothing.
-  for (int i = 0; i < 12; ++i) window.record_start(true);
+  for (int i = 0; i < 20; ++i) window.record_start(true);
   REQUIRE(window.leading());
   t += std::chrono::milliseconds(5);
   window.on_arrival(t, false);
@@ -201,4 +201,11 @@ TEST_CASE("a rank whose submissions are usually missing elsewhere holds its star
   t += std::chrono::milliseconds(5);
   window.on_arrival(t, false);
   CHECK(window.due() == t);
+  // Ahead in 3 of 4 cycles is what chance gives each of 4 ranks: not leading at np=4, but
+  // leading at np=2, where chance gives 1 in 2.
+  window.set_ranks(4);
+  for (int i = 0; i < 400; ++i) window.record_start(i % 4 != 0);
+  CHECK_FALSE(window.leading());
+  window.set_ranks(2);
+  CHECK(window.leading());
 }
