@@ -295,9 +295,9 @@ void Runtime::run_loop() {
     timeline_.mark_cycle_start();
     // Each set's requests go to its own controller; the global set negotiates first.
     std::map<int, std::vector<Request>> requests;
-    const std::vector<Request> popped = queue_.pop_requests();
+    std::vector<Request> popped = queue_.pop_requests();
     const bool brought_requests = !popped.empty();
-    for (auto& r : popped) requests[r.process_set_id].push_back(r);
+    for (auto& r : popped) requests[r.process_set_id].push_back(std::move(r));
     ProcessSetState& global = *process_sets_.member_sets().front();
     for (const auto& r : requests[0])
       if (r.type == RequestType::Join) global.joined = true;
