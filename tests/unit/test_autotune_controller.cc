@@ -163,6 +163,9 @@ TEST_CASE("a process set's controller applies parameters between its cycles", "[
   // uncached in the next cycle, and the responses stay identical.
   auto rendezvous = std::make_shared<hvd::test::Rendezvous>(2);
   std::vector<std::vector<ResponseList>> lists(2);
+  // Checked after the join: Catch2's assertions are not thread-safe.
+  std::vector<std::size_t> cache_sizes(2);
+  std::vector<std::int64_t> thresholds(2);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
@@ -174,11 +177,13 @@ TEST_CASE("a process set's controller applies parameters between its cycles", "[
         if (c % 2 == rank) r.push_back(allreduce_request("x", {4}));
         lists[rank].push_back(controller.compute_response_list(std::move(r), false));
       }
-      CHECK(controller.cache().size() == 0);
-      CHECK(controller.parameters().fusion_threshold_bytes == 0);
+      cache_sizes[rank] = controller.cache().size();
+      thresholds[rank] = controller.parameters().fusion_threshold_bytes;
     });
   }
   for (auto& t : threads) t.join();
+  CHECK(cache_sizes == std::vector<std::size_t>{0, 0});
+  CHECK(thresholds == std::vector<std::int64_t>{0, 0});
   for (int c = 0; c < 8; ++c) {
     INFO("cycle " << c);
     REQUIRE(lists[0][c].responses == lists[1][c].responses);
