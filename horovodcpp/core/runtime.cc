@@ -275,8 +275,6 @@ void Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 }
 
 void Runtime::run_loop() {
-  queue_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(cycle_time_ms_)));
   queue_.set_ranks(topology_.size);
   while (true) {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).

@@ -117,7 +117,7 @@ class Runtime {
   std::string describe_shutdown(const ResponseList& list) const;
   void release_world();
   // Autotune (runtime_autotune.cc): rank 0's tuner, fed after each global cycle's responses ran;
-  // parameters that took effect this cycle set cycle_time_ms_ and reach the other sets.
+  // parameters that took effect this cycle set the queue's cycle time and reach the other sets.
   void set_up_autotune();
   void autotune_after_cycle(const ResponseList& list, std::chrono::steady_clock::time_point cycle_start);
 
@@ -145,7 +145,6 @@ class Runtime {
   std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
   std::chrono::steady_clock::time_point last_cycle_start_{};
-  double cycle_time_ms_ = 0;  // in effect: HOROVOD_CYCLE_TIME until autotune changes it
   std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE=1
 
   std::mutex init_mutex_;

@@ -10,7 +10,7 @@
 namespace hvd::detail {
 
 void Runtime::set_up_autotune() {
-  cycle_time_ms_ = settings_.cycle_time_ms;
+  queue_.set_cycle_time_ms(settings_.cycle_time_ms);
   const TunableParameters initial{settings_.fusion_threshold_bytes, settings_.cycle_time_ms, settings_.cache_capacity > 0};
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -23,9 +23,7 @@ void Runtime::set_up_autotune() {
 
 void Runtime::autotune_after_cycle(const ResponseList& list, std::chrono::steady_clock::time_point cycle_start) {
   if (const auto& applied = controller_->applied_this_cycle()) {
-    cycle_time_ms_ = applied->cycle_time_ms;
-    queue_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double, std::milli>(cycle_time_ms_)));
+    queue_.set_cycle_time_ms(applied->cycle_time_ms);
     // Every rank is at this point of the same global cycle: the sets switch together too.
     for (ProcessSetState* set : process_sets_.member_sets())
       if (set->id != 0) set->controller->apply(*applied);

@@ -62,9 +62,10 @@ bool TensorQueue::wait_until_due(std::chrono::steady_clock::time_point deadline)
   }
 }
 
-void TensorQueue::set_longest_hold(std::chrono::steady_clock::duration hold) {
+void TensorQueue::set_cycle_time_ms(double milliseconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_.set_longest_hold(hold);
+  settle_.set_longest_hold(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(milliseconds)));
 }
 
 void TensorQueue::set_ranks(int ranks) {
@@ -75,11 +76,6 @@ void TensorQueue::set_ranks(int ranks) {
 void TensorQueue::record_cycle_start(bool ahead_of_others) {
   std::lock_guard<std::mutex> lock(mutex_);
   settle_.record_start(ahead_of_others);
-}
-
-std::chrono::steady_clock::duration TensorQueue::settle_gap() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return settle_.gap();
 }
 
 bool TensorQueue::contains(const std::string& name, std::int32_t process_set_id) const {

@@ -33,9 +33,8 @@ class TensorQueue {
   // Blocks until the waiting requests are due to start a cycle (see SettleWindow) and returns
   // true, or returns false at `deadline`.
   bool wait_until_due(std::chrono::steady_clock::time_point deadline);
-  // The longest a submission waits for a burst to settle (HOROVOD_CYCLE_TIME).
-  void set_longest_hold(std::chrono::steady_clock::duration hold);
-  std::chrono::steady_clock::duration settle_gap() const;
+  // The longest a submission waits for a burst to settle: HOROVOD_CYCLE_TIME, or autotune's.
+  void set_cycle_time_ms(double milliseconds);
   // See SettleWindow::record_start.
   void record_cycle_start(bool ahead_of_others);
   void set_ranks(int ranks);  // the job's size, for SettleWindow::leading
