@@ -175,8 +175,9 @@ write_note() {
   what the runtime's threads cost while a job trains; the step times show what it adds to a step.
 - **Synthetic training** (`examples/synthetic_benchmark`): Horovod's synthetic benchmark in C++.
   One fixed random batch; SGD with momentum. `hvd`: `hvd::torch::DistributedOptimizer`;
-  `gloo`: c10d Gloo allreduce of each gradient after backward, one at a time, then divide by
-  size; `sync`: no communication but a barrier after each backward, so the ranks wait for one
+  `hvd-after`: one `hvd::torch::grouped_allreduce_` of every gradient after backward (the
+  runtime without overlap); `gloo`: c10d Gloo allreduce of each gradient after backward, one at
+  a time, then divide by size; `sync`: no communication but a barrier after each backward, so the ranks wait for one
   another as every synchronous data-parallel step must; `none`: no communication and no waiting
   (the upper bound). `none` adds ranks that run at their own pace: when one core of the machine
   runs slower than the other, no synchronous method can reach it, and `sync` shows what waiting
@@ -184,7 +185,9 @@ write_note() {
   the variants take turns after a barrier, in an order that rotates every iteration. Targets at
   np=2: hvd >= 0.95x of `none`, >= 1.3x of `gloo`, and >= 0.97x of `sync` (what hvd may cost
   beyond the waiting every synchronous step pays). Img/sec per rank is the mean over iterations with
-  Horovod's interval (1.96 standard deviations); the total adds the ranks.
+  Horovod's interval (1.96 standard deviations); the total adds the ranks. "Paired median" divides
+  each hvd iteration by the other variant's iteration of the same turn and takes the median: the
+  machine's speed drifts by 2x within minutes here, and neighbours in time share it.
 
 METHOD
   cat "$SECTIONS"
@@ -207,7 +210,8 @@ done
 run synthetic_np2 "Synthetic training benchmark, np=2" 600 "${MPIRUN[@]}" -np 2 "$EX/synthetic_benchmark/synthetic_benchmark" \
   --model resnet20 --threads 1 --comm all "${SY_ARGS[@]}"
 # Autotune (issue 14): ResNet-50 gradients at np=2, HOROVOD_AUTOTUNE=1 from 64 KB against
-# hand-set fusion thresholds, one launch each (about 60 s; --quick about 15 s).
+# hand-set fusion thresholds, three alternating rounds of one launch each (about 70 s; --quick one
+# round, about 15 s).
 cmake --build "$BUILD" -j2 --target autotune_benchmark >/dev/null
 run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 gradients, np=2" 300 \
   bash "$ROOT/examples/allreduce_benchmark/autotune_benchmark.sh" "$AR/autotune_benchmark" \

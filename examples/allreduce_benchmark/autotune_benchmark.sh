@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs autotune_benchmark at np=2: one launch per hand-set fusion threshold, one with
-# HOROVOD_AUTOTUNE=1 starting from 64 KB, then the table and the TARGET line.
+# Runs autotune_benchmark at np=2: rounds of one launch per hand-set fusion threshold and one with
+# HOROVOD_AUTOTUNE=1 starting from 64 KB (3 rounds; --quick: 1), then the table and the TARGET line.
 #   autotune_benchmark.sh BENCHMARK_BINARY [--quick] -- MPIRUN_COMMAND...
 set -euo pipefail
 BIN="$1"; shift
@@ -12,21 +12,25 @@ RESULTS="$(mktemp)"
 trap 'rm -f "$RESULTS"' EXIT
 if [ "$QUICK" = 1 ]; then
   ARGS=(--steps 2 --warmup 1); TUNE=(1 2 3)          # warmup samples, steps per sample, max samples
-  THRESHOLDS="65536 8388608"
+  THRESHOLDS="65536 8388608"; ROUNDS=1
 else
   ARGS=(--steps 20 --warmup 3); TUNE=(2 5 16)
-  THRESHOLDS="65536 1048576 8388608 33554432 134217728"
+  THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=3
 fi
-for t in $THRESHOLDS; do
-  HOROVOD_FUSION_THRESHOLD=$t "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD "$BIN" \
-    --label "hand-set $((t / 1024)) KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
+# Rounds alternate every configuration, so a slow minute on a shared machine hits them alike; the
+# report takes each configuration's median launch.
+for round in $(seq "$ROUNDS"); do
+  for t in $THRESHOLDS; do
+    HOROVOD_FUSION_THRESHOLD=$t "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD "$BIN" \
+      --label "hand-set $((t / 1024)) KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
+  done
+  HOROVOD_FUSION_THRESHOLD=65536 HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_WARMUP_SAMPLES=${TUNE[0]} \
+    HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=${TUNE[1]} HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=${TUNE[2]} \
+    "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD -x HOROVOD_AUTOTUNE -x HOROVOD_AUTOTUNE_WARMUP_SAMPLES \
+    -x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE -x HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES "$BIN" \
+    --label "autotune from 64 KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
 done
-HOROVOD_FUSION_THRESHOLD=65536 HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_WARMUP_SAMPLES=${TUNE[0]} \
-  HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=${TUNE[1]} HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=${TUNE[2]} \
-  "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD -x HOROVOD_AUTOTUNE -x HOROVOD_AUTOTUNE_WARMUP_SAMPLES \
-  -x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE -x HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES "$BIN" \
-  --label "autotune from 64 KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
-echo "Autotune: warmup ${TUNE[0]} samples, ${TUNE[1]} steps per sample, ${TUNE[2]} trials; each row is one launch,"
-echo "measured over ${ARGS[1]} ResNet-50 steps after ${ARGS[3]} warmup steps (and, for autotune, after it settled)."
+echo "Autotune: warmup ${TUNE[0]} samples, ${TUNE[1]} steps per sample, ${TUNE[2]} trials; each row is $ROUNDS launches"
+echo "(rounds alternate the configurations; the median launch counts), each measured over ${ARGS[1]} ResNet-50 steps after ${ARGS[3]} warmup steps (and, for autotune, after it settled)."
 echo
 "$BIN" --report "$RESULTS"

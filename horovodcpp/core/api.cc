@@ -229,8 +229,14 @@ int cross_rank() { return initialized_runtime("hvd::cross_rank()").topology().cr
 int cross_size() { return initialized_runtime("hvd::cross_size()").topology().cross_size; }
 
 namespace detail {
-ControllerStats controller_stats() { return runtime("hvd::detail::controller_stats()").controller_stats(); }
-TunableParameters tuned_parameters() { return runtime("hvd::detail::tuned_parameters()").tuned_parameters(); }
+// Local snapshots, like rank(): they answer after a peer's shutdown stopped the runtime too (a
+// rank that reads them just after the last collective may find its peers gone already).
+ControllerStats controller_stats() {
+  return initialized_runtime("hvd::detail::controller_stats()").controller_stats();
+}
+TunableParameters tuned_parameters() {
+  return initialized_runtime("hvd::detail::tuned_parameters()").tuned_parameters();
+}
 }  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }
