@@ -435,6 +435,8 @@ void start_timeline(const std::string& path, bool mark_cycles) {
   runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
 }
 
-void stop_timeline() { runtime("hvd::stop_timeline").timeline().stop(); }
+// Local, like the snapshots: a signal handler or the end of a program completes its file even
+// when a peer's shutdown has already stopped the collectives.
+void stop_timeline() { initialized_runtime("hvd::stop_timeline").timeline().stop(); }
 
 }  // namespace hvd
