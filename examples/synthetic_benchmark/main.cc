@@ -2,20 +2,21 @@
 // one fixed random batch and reports images per second per rank (mean and Horovod's interval,
 // 1.96 standard deviations of the per-iteration rates) and in total. --comm picks how the
 // gradients are exchanged:
-//   hvd   hvd::torch::DistributedOptimizer (allreduces start during backward, fused)
-//   hvd-after  plain SGD, then one hvd grouped allreduce of every gradient after backward (the
-//         runtime without overlap)
+//   hvd   hvd::torch::DistributedOptimizer with its default GradientOverlap::Auto (fused
+//         allreduces start during backward, or at its end while the ranks fill the host's cores)
+//   hvd-overlap  the same, overlap forced: every allreduce starts during backward
+//   hvd-after    the same, no overlap: every allreduce starts when backward ends
 //   gloo  plain SGD, then c10d ProcessGroupGloo allreduce of each gradient after backward, one
 //         at a time, as LibTorch's distributed example does
 //   none  plain SGD, no communication: the upper bound
 //   sync  plain SGD and a barrier after each batch: no gradient traffic, but the ranks wait for
 //         one another as any synchronous data-parallel step must (what that alone costs)
-//   all   hvd, hvd-after, gloo, sync and none in one launch, iteration by iteration in turn, with ratios
+//   all   hvd, hvd-overlap, hvd-after, gloo, sync and none in one launch, iteration by iteration in turn, with ratios
 //   LIST  a comma-separated list of the modes above, run the same way
 //
 //   mpirun -np 2 ./synthetic_benchmark [--model resnet20|resnet18|resnet50] [--batch-size 32]
 //       [--num-warmup-batches 10] [--num-batches-per-iter 10] [--num-iters 10]
-//       [--fp16-allreduce] [--no-cuda] [--threads N] [--comm hvd|hvd-after|gloo|none|sync|all|LIST]
+//       [--fp16-allreduce] [--no-cuda] [--threads N] [--comm hvd|hvd-overlap|hvd-after|gloo|none|sync|all|LIST]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -94,10 +95,13 @@ std::unique_ptr<Variant> Benchmark::make_variant(const std::string& mode) {
   }
   const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
   Variant* raw = v.get();
-  if (mode == "hvd") {
+  if (mode == "hvd" || mode == "hvd-overlap" || mode == "hvd-after") {
     ht::broadcast_parameters(v->spec.model->named_parameters(), 0);
     ht::DistributedOptimizerOptions options;
     options.compression = config_.fp16 ? hvd::Compression::FP16 : hvd::Compression::None;
+    options.name = "synthetic." + mode;
+    if (mode == "hvd-overlap") options.overlap = ht::GradientOverlap::DuringBackward;
+    if (mode == "hvd-after") options.overlap = ht::GradientOverlap::AfterBackward;
     hvd_optimizers_.push_back(std::make_unique<ht::DistributedOptimizer>(
         torch::optim::SGD(v->spec.model->parameters(), sgd), v->spec.model->named_parameters(), options));
     auto* opt = hvd_optimizers_.back().get();
@@ -110,23 +114,6 @@ std::unique_ptr<Variant> Benchmark::make_variant(const std::string& mode) {
   }
   sgd_optimizers_.push_back(std::make_unique<torch::optim::SGD>(v->spec.model->parameters(), sgd));
   auto* opt = sgd_optimizers_.back().get();
-  if (mode == "hvd-after") {
-    // The runtime without overlap: every gradient in one grouped allreduce once backward is done,
-    // as gloo below. Beside hvd it shows what overlapping the reduction with backward costs or saves.
-    v->batch = [this, raw, opt] {
-      opt->zero_grad();
-      batch_with_loss(*raw, [](torch::Tensor loss) { loss.backward(); });
-      std::vector<at::Tensor> grads;
-      for (auto& p : raw->spec.model->parameters())
-        if (p.grad().defined()) grads.push_back(p.grad());
-      hvd::AllreduceOptions average;
-      average.op = hvd::ReduceOp::Average;
-      average.name = "synthetic.hvd-after";
-      ht::grouped_allreduce_(grads, average);
-      opt->step();
-    };
-    return v;
-  }
   if (mode == "none" || mode == "sync") {
     const bool sync = mode == "sync";
     v->batch = [this, raw, opt, sync] {
@@ -279,12 +266,13 @@ Config parse(const hvd::bench::Args& args) {
   const std::string comm = args.get("--comm", "hvd");
   args.reject_unknown();
   if (comm == "all") {
-    c.modes = {"hvd", "hvd-after", "gloo", "sync", "none"};
+    c.modes = {"hvd", "hvd-overlap", "hvd-after", "gloo", "sync", "none"};
   } else {  // one mode or a comma-separated list of them
     std::stringstream list(comm);
     for (std::string mode; std::getline(list, mode, ',');) {
-      if (mode != "hvd" && mode != "hvd-after" && mode != "gloo" && mode != "none" && mode != "sync")
-        throw std::invalid_argument("--comm: '" + mode + "' is not hvd, hvd-after, gloo, none, sync or all");
+      if (mode != "hvd" && mode != "hvd-overlap" && mode != "hvd-after" && mode != "gloo" && mode != "none" &&
+          mode != "sync")
+        throw std::invalid_argument("--comm: '" + mode + "' is not hvd, hvd-overlap, hvd-after, gloo, none, sync or all");
       c.modes.push_back(mode);
     }
     if (c.modes.empty()) throw std::invalid_argument("--comm: empty list");
@@ -302,7 +290,7 @@ int main(int argc, char** argv) {
   if (args.flag("--help")) {
     std::puts("usage: mpirun -np N synthetic_benchmark [--model resnet20|resnet18|resnet50] [--batch-size B] "
               "[--num-warmup-batches W] [--num-batches-per-iter K] [--num-iters I] [--fp16-allreduce] [--no-cuda] "
-              "[--threads T] [--comm hvd|hvd-after|gloo|none|sync|all|LIST]");
+              "[--threads T] [--comm hvd|hvd-overlap|hvd-after|gloo|none|sync|all|LIST]");
     return 0;
   }
   hvd::bench::Session session(&argc, &argv);

@@ -4,7 +4,11 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <ATen/Parallel.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <thread>
 
 #include "tensor_adapter.h"
 
@@ -30,6 +34,51 @@ void check_options(const DistributedOptimizerOptions& o) {
                 " needs op Average (it splits the averaging into a pre- and a post-scale)");
 }
 
+// Whether the ranks on this host keep all the cores this process may use busy computing: a
+// rank pinned to fewer cores than the host has is taken to have them to itself.
+bool host_cores_full() {
+  const int online = static_cast<int>(std::thread::hardware_concurrency());
+  int usable = online;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) usable = CPU_COUNT(&set);
+  if (usable <= 0) return false;
+  const int sharing = online > 0 && usable < online ? 1 : hvd::local_size();
+  return static_cast<long>(sharing) * at::get_num_threads() >= usable;
+}
+
+// The gradients held for the end of a backward pass, by collective name, process-wide. Two
+// optimizers of one name holding the same gradient name in one pass would each reduce it when
+// its own pass-end callback runs, in an order that may differ between ranks: each would be
+// reduced with the other's gradient. Started allreduces are guarded by the runtime instead
+// ("already in flight").
+class HeldNames {
+ public:
+  bool claim(const std::string& name, const void* owner) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_.emplace(name, owner).first->second == owner;
+  }
+  void release(const std::string& name, const void* owner) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = held_.find(name);
+    if (it != held_.end() && it->second == owner) held_.erase(it);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, const void*> held_;
+};
+
+HeldNames& held_names() {
+  static HeldNames names;
+  return names;
+}
+
+std::string same_name_advice(const std::string& optimizer_name) {
+  return "Another DistributedOptimizer named '" + optimizer_name +
+         "' has this parameter's allreduce in flight: give each optimizer its own DistributedOptimizerOptions::name";
+}
+
 }  // namespace
 
 GradientReducer::GradientReducer(const NamedTensors& named_parameters, const DistributedOptimizerOptions& options,
@@ -40,6 +89,7 @@ GradientReducer::GradientReducer(const NamedTensors& named_parameters, const Dis
     throw Error(std::string(kWho) + ": rank " + std::to_string(hvd::rank()) + " is not in " +
                 options_.process_set.describe() + ", the DistributedOptimizerOptions::process_set");
   size_ = options_.process_set.size();
+  host_cores_full_ = options_.overlap == GradientOverlap::Auto && host_cores_full();
   wire_options_.process_set = options_.process_set;
   wire_options_.op = options_.op;
   wire_options_.prescale_factor = 1.0 / options_.gradient_predivide_factor;
@@ -120,6 +170,7 @@ GradientReducer::~GradientReducer() {
               pre.end());
   }
   discard_in_flight();  // the runtime writes into slot.wire until each completes
+  for (auto& slot : slots_) release(slot);
 }
 
 // A gradient that someone zeroed or reset since the last pass (zero_grad() of this optimizer,
@@ -142,9 +193,12 @@ void GradientReducer::on_gradient(std::size_t index) {
   slot.seen_grad = grad.defined() ? grad.unsafeGetTensorImpl() : nullptr;
   slot.seen_version = grad.defined() ? grad._version() : -1;
   if (slot.passes < options_.backward_passes_per_step) return;
-  start_allreduce(slot);
-  // Runs once this backward pass has finished, on the thread that ran it. Queued per started
-  // reduction rather than once per pass: a pass that fails never runs its callbacks, and no flag
+  if (starts_after_backward(grad))
+    hold(slot);
+  else
+    start_allreduce(slot);
+  // Runs once this backward pass has finished, on the thread that ran it (and starts what waited
+  // for the end of the pass). Queued per completed gradient rather than once per pass: a pass that fails never runs its callbacks, and no flag
   // may be left saying one is queued; the later callbacks of a pass find nothing left to do.
   ::torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
 }
@@ -160,7 +214,31 @@ void GradientReducer::finish_backward() {
                 " (the gradients that failed stay unreduced; step() retries them and does not step before)");
 }
 
+bool GradientReducer::starts_after_backward(const at::Tensor& grad) const {
+  switch (options_.overlap) {
+    case GradientOverlap::DuringBackward: return false;
+    case GradientOverlap::AfterBackward: return true;
+    case GradientOverlap::Auto: break;
+  }
+  return host_cores_full_ && grad.defined() && grad.device().is_cpu();
+}
+
+void GradientReducer::hold(Slot& slot) {
+  if (slot.held) return;
+  if (!held_names().claim(slot.wire_name, this))
+    throw Error("allreduce '" + slot.wire_name + "' of " + std::string(kWho) + " gradient '" + slot.name +
+                "' is already in flight (held for the end of the backward pass). " + same_name_advice(options_.name));
+  slot.held = true;
+}
+
+void GradientReducer::release(Slot& slot) {
+  if (!slot.held) return;
+  held_names().release(slot.wire_name, this);
+  slot.held = false;
+}
+
 void GradientReducer::start_allreduce(Slot& slot) {
+  release(slot);  // from here the runtime refuses a second allreduce of this name
   at::NoGradGuard no_grad;
   if (slot.handle.valid()) {
     // Reduced once already in this step and accumulated onto since: the earlier result is
@@ -191,9 +269,7 @@ void GradientReducer::start_allreduce(Slot& slot) {
     slot.wire = at::Tensor();
     const std::string message = e.what();
     if (message.find("already in flight") == std::string::npos) throw;
-    throw Error(message + ". Another DistributedOptimizer named '" + options_.name +
-                "' has this parameter's allreduce in flight: give each optimizer its own "
-                "DistributedOptimizerOptions::name");
+    throw Error(message + ". " + same_name_advice(options_.name));
   }
 }
 
@@ -301,6 +377,7 @@ void GradientReducer::forget() {
   std::lock_guard<std::mutex> lock(mutex_);
   discard_in_flight();
   for (auto& slot : slots_) {
+    release(slot);
     slot.reduced = false;
     slot.passes = 0;
   }

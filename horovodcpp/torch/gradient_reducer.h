@@ -19,7 +19,7 @@ namespace hvd::torch::detail {
 
 // Reduces the gradients of a set of named parameters across ranks while backward runs: hooks
 // on each parameter's gradient accumulator start its allreduce as soon as the gradient is
-// complete, and a callback at the end of the backward pass waits for them and writes the
+// complete (unless options.overlap holds it to the end of the pass), and a callback at the end of the backward pass waits for them and writes the
 // reduced gradients back. Owns the accumulators (autograd holds them only weakly, and their
 // hooks fire only while someone holds them). Owned by a DistributedOptimizer; hooks and the
 // callback run on autograd's threads, the rest on the training thread; mutex_ guards the slots.
@@ -62,6 +62,7 @@ class GradientReducer {
     std::int64_t seen_version = -1;
     at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy
     hvd::Handle handle;
+    bool held = false;  // complete, its allreduce held for the end of the pass (wire_name claimed)
   };
 
   // Runs before the accumulator writes param.grad().
@@ -99,6 +100,10 @@ class GradientReducer {
   void on_gradient(std::size_t index);
   void finish_backward();
   bool takes_part(const Slot& slot) const { return slot.param.requires_grad(); }
+  // Whether this gradient's allreduce waits for the end of the backward pass (options_.overlap).
+  bool starts_after_backward(const at::Tensor& grad) const;
+  void hold(Slot& slot);     // mutex_ held; throws when another optimizer holds the same name
+  void release(Slot& slot);  // mutex_ held
   void start_allreduce(Slot& slot);  // mutex_ held
   // mutex_ held: starts what is not reduced or in flight (zeros where a parameter has no
   // gradient), waits for all and writes them back; returns the first failure ("" if none).
@@ -112,6 +117,7 @@ class GradientReducer {
   std::vector<Slot> slots_;
   std::unordered_set<const void*> known_;  // parameters that have a slot
   int size_;
+  bool host_cores_full_ = false;  // GradientOverlap::Auto's test, made at construction
   mutable std::mutex mutex_;
 };
 

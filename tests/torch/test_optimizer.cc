@@ -1,9 +1,13 @@
 // DistributedOptimizer: equivalence with single-process training on the union of the ranks'
 // batches (SGD, Adam, AdamW, RMSprop, Adagrad), gradient accumulation, fp16 compression, the
-// predivide factor, overlap with backward, missing gradients and optimizer names. Errors are in
-// test_optimizer_errors.cc.
+// predivide factor, overlap with backward (each GradientOverlap), missing gradients and
+// optimizer names. Errors are in test_optimizer_errors.cc.
+#include <sched.h>
+
 #include <functional>
 #include <iostream>
+#include <thread>
+#include <utility>
 
 #include "torch_test_util.h"
 
@@ -138,26 +142,82 @@ TEST_CASE("gradient_predivide_factor keeps an fp16 sum in range", "[optimizer]")
   }
 }
 
-TEST_CASE("the first gradient's allreduce starts while backward is still running, and all end with it",
-          "[optimizer][overlap]") {
-  if (hvd::size() == 1) return;  // no communication at size 1
+namespace {
+
+// How many gradient allreduces had started when backward reached the input's gradient, the
+// last one it computes (fc1's backward runs only after fc3's and fc2's parameters have their
+// gradients); checks none is left in flight after backward.
+std::size_t started_before_input_gradient(ht::GradientOverlap overlap) {
   auto model = make_mlp(3);
+  ht::DistributedOptimizerOptions o;
+  o.overlap = overlap;
   auto inner = std::make_unique<torch::optim::SGD>(model->parameters(), 0.01);  // as in the README
-  ht::DistributedOptimizer opt(std::move(inner), model->named_parameters());
+  ht::DistributedOptimizer opt(std::move(inner), model->named_parameters(), o);
   auto x = torch::randn({kBatch, 8}).requires_grad_(true);
-  // x's gradient is the last one backward computes: fc1's backward runs only after fc3's and
-  // fc2's parameters have their gradients.
-  std::size_t started_before_input_grad = 0;
+  std::size_t started = 0;
   x.register_hook([&](torch::Tensor g) {
-    started_before_input_grad = opt.pending_allreduces();
+    started = opt.pending_allreduces();
     return g;
   });
   auto loss = model->forward(x).pow(2).mean();
   CHECK(opt.pending_allreduces() == 0);
   loss.backward();
-  CHECK(started_before_input_grad >= 4);  // fc3 and fc2: weight and bias each
-  CHECK(opt.pending_allreduces() == 0);   // the end of backward waited for all of them
+  CHECK(opt.pending_allreduces() == 0);  // the end of backward waited for all of them
+  for (const auto& p : model->parameters()) CHECK(p.grad().defined());
   opt.step();
+  return started;
+}
+
+}  // namespace
+
+TEST_CASE("overlap DuringBackward: the first allreduces start while backward is still running, and all end with it",
+          "[optimizer][overlap]") {
+  if (hvd::size() == 1) return;  // no communication at size 1
+  CHECK(started_before_input_gradient(ht::GradientOverlap::DuringBackward) >= 4);  // fc3 and fc2: weight and bias
+}
+
+TEST_CASE("overlap AfterBackward: no allreduce starts before backward ends, all end with it", "[optimizer][overlap]") {
+  if (hvd::size() == 1) return;
+  CHECK(started_before_input_gradient(ht::GradientOverlap::AfterBackward) == 0);
+}
+
+// Auto holds host gradients to the end of backward exactly when this host's ranks fill the
+// cores this process may use with LibTorch threads.
+TEST_CASE("overlap Auto: host gradients overlap only while the ranks leave cores spare", "[optimizer][overlap]") {
+  if (hvd::size() == 1) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  const int usable = CPU_COUNT(&set);
+  const int online = static_cast<int>(std::thread::hardware_concurrency());
+  const int sharing = usable < online ? 1 : hvd::local_size();
+  const int before = torch::get_num_threads();
+  // Threads enough to fill every usable core even for one rank: always after backward.
+  torch::set_num_threads(usable);
+  CHECK(started_before_input_gradient(ht::GradientOverlap::Auto) == 0);
+  // One thread per rank: overlap only when this host's ranks leave a core spare.
+  torch::set_num_threads(1);
+  const std::size_t started = started_before_input_gradient(ht::GradientOverlap::Auto);
+  INFO(sharing << " rank(s) sharing " << usable << " usable core(s), one thread each");
+  if (sharing < usable)
+    CHECK(started >= 4);
+  else
+    CHECK(started == 0);
+  torch::set_num_threads(before);
+}
+
+TEST_CASE("both overlaps equal one process on the union batch, with and without accumulation", "[optimizer][overlap]") {
+  for (auto overlap : {ht::GradientOverlap::DuringBackward, ht::GradientOverlap::AfterBackward}) {
+    for (int passes : {1, 2}) {
+      const std::string label = std::string(overlap == ht::GradientOverlap::DuringBackward ? "during" : "after") +
+                                ".bpps" + std::to_string(passes);
+      INFO(label);
+      ht::DistributedOptimizerOptions o;
+      o.overlap = overlap;
+      o.backward_passes_per_step = passes;
+      CHECK(train_against_reference(o, "overlap." + label) <= kRoundoff);
+    }
+  }
 }
 
 TEST_CASE("a parameter without a gradient on one rank does not block the others", "[optimizer]") {
@@ -165,11 +225,14 @@ TEST_CASE("a parameter without a gradient on one rank does not block the others"
   const int rank = hvd::rank();
   if (size == 1) return;  // needs a rank with and a rank without the gradient
   const double sum_all = size * (size + 1) / 2.0;  // sum over ranks of (r+1)
-  for (auto op : {hvd::ReduceOp::Average, hvd::ReduceOp::Sum}) {
-    INFO("op " << hvd::reduce_op_name(op));
+  for (auto [op, overlap] : {std::pair{hvd::ReduceOp::Average, ht::GradientOverlap::DuringBackward},
+                             std::pair{hvd::ReduceOp::Sum, ht::GradientOverlap::DuringBackward},
+                             std::pair{hvd::ReduceOp::Average, ht::GradientOverlap::AfterBackward}}) {
+    INFO("op " << hvd::reduce_op_name(op) << ", overlap " << static_cast<int>(overlap));
     TwoBranch model;
     ht::DistributedOptimizerOptions o;
     o.op = op;
+    o.overlap = overlap;
     ht::DistributedOptimizer opt(torch::optim::SGD(model->parameters(), 1.0), model->named_parameters(), o);
     model->loss(rank).backward();
     opt.synchronize();

@@ -19,6 +19,17 @@ class GradientReducer;
 
 using NamedTensors = ::torch::OrderedDict<std::string, at::Tensor>;
 
+// When the gradients' allreduces start.
+enum class GradientOverlap {
+  // DuringBackward, except for host (CPU) gradients while this host's ranks already fill its
+  // cores with computation (local ranks x LibTorch threads >= the cores this process may use,
+  // as of construction): AfterBackward for those. There the communication competes with
+  // backward for the same cores, and overlapping it costs more than it hides.
+  Auto,
+  DuringBackward,  // each one as soon as backward has produced its gradient (Horovod, DDP)
+  AfterBackward,   // all together, fused, when the backward pass ends
+};
+
 struct DistributedOptimizerOptions {
   // Backward passes accumulated locally before the gradients are reduced. Passes beyond it
   // before step() are still correct: the accumulated gradient is reduced again.
@@ -33,6 +44,7 @@ struct DistributedOptimizerOptions {
   // their own optimizers at the same time (several data-parallel groups in one job); a rank
   // outside the set cannot construct it.
   ProcessSet process_set{};
+  GradientOverlap overlap = GradientOverlap::Auto;
 };
 
 // LibTorch's own default for zero_grad(): 1.x zeroes the gradients, 2.x resets them.
@@ -43,9 +55,10 @@ constexpr bool kZeroGradSetsToNone = false;
 #endif
 
 // A torch::optim::Optimizer that wraps another one. Hooks on the parameters' gradient
-// accumulators start each gradient's allreduce as soon as backward has produced it; when the
-// backward pass ends, it waits for them and writes the averaged gradients back (as PyTorch's
-// DDP does), so code between backward() and step() (clipping, logging) sees reduced gradients.
+// accumulators start each gradient's allreduce as soon as backward has produced it (or, per
+// DistributedOptimizerOptions::overlap, all of them when the pass ends); when the backward pass
+// ends, it waits for them and writes the averaged gradients back (as PyTorch's DDP does), so
+// code between backward() and step() (clipping, logging) sees reduced gradients.
 //
 // It is an Optimizer: pass it wherever LibTorch takes an `Optimizer&` (LR schedulers,
 // torch::save/torch::load, your own train functions). The wrapped optimizer's param groups and
