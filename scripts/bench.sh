@@ -174,9 +174,12 @@ write_note() {
   `hvd::init()`, the runtime (`allreduce_async` of all 20, then wait) after it. The difference is
   what the runtime's threads cost while a job trains; the step times show what it adds to a step.
 - **Synthetic training** (`examples/synthetic_benchmark`): Horovod's synthetic benchmark in C++.
-  One fixed random batch; SGD with momentum. `hvd`: `hvd::torch::DistributedOptimizer`;
-  `hvd-after`: one `hvd::torch::grouped_allreduce_` of every gradient after backward (the
-  runtime without overlap); `gloo`: c10d Gloo allreduce of each gradient after backward, one at
+  One fixed random batch; SGD with momentum. `hvd`: `hvd::torch::DistributedOptimizer` with
+  its defaults (`GradientOverlap::Auto`: here, two ranks of one thread on two cores fill the
+  cores, so the allreduces start together when backward ends); `hvd-overlap`: the same with
+  `GradientOverlap::DuringBackward` (each allreduce starts as backward produces its gradient);
+  `hvd-after`: the same with `GradientOverlap::AfterBackward` (what Auto chose here, run as a
+  separate variant: its distance from `hvd` shows the noise); `gloo`: c10d Gloo allreduce of each gradient after backward, one at
   a time, then divide by size; `sync`: no communication but a barrier after each backward, so the ranks wait for one
   another as every synchronous data-parallel step must; `none`: no communication and no waiting
   (the upper bound). `none` adds ranks that run at their own pace: when one core of the machine

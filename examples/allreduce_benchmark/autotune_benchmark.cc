@@ -1,9 +1,9 @@
 // autotune_benchmark: throughput of ResNet-50's gradient exchange (bytes reduced per second) at
 // np=N under one launch's settings, and the report that compares launches. Settings are read
 // at hvd::init, so each hand-set fusion threshold is its own launch (autotune_benchmark.sh runs
-// them all). With HOROVOD_AUTOTUNE=1 the job first trains until the tuner has settled (every
-// rank has applied HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES changes, the last being the best
-// parameters), then measures the same way.
+// them all). With HOROVOD_AUTOTUNE=1 the job first trains until the tuner has settled (rank 0's
+// tuner has decided, after its search and confirmation, and one more step applied the decision
+// on every rank), then measures the same way.
 //
 //   mpirun -np 2 ./autotune_benchmark --label L [--steps 20] [--warmup 3] [--max-tune-steps 2000]
 //       [--results FILE]            one launch: prints and appends "label,bytes/s,threshold,cycle ms,cache,tune steps"
@@ -73,15 +73,18 @@ void check(Gradients& g, const hvd::bench::Session& s) {
 }
 
 // Trains until every rank applied `changes` tuned parameter sets (or `limit` steps); the step count.
-long tune(Gradients& g, const hvd::bench::Session& s, std::uint64_t changes, long limit) {
+// Steps until rank 0's tuner has decided for good (its confirmation included), then one more
+// step: the global cycles of that step apply the decision on every rank.
+long tune(Gradients& g, const hvd::bench::Session& s, long limit) {
   long steps = 0;
   while (steps < limit) {
     step(g);
     ++steps;
-    const double behind = hvd::detail::controller_stats().parameter_changes < changes ? 1 : 0;
-    if (hvd::bench::max_over_ranks(behind, s.comm()) == 0) break;
+    const double deciding = hvd::detail::autotune_decided() ? 0 : 1;
+    if (hvd::bench::max_over_ranks(deciding, s.comm()) == 0) break;
   }
-  return steps;
+  step(g);
+  return steps + 1;
 }
 
 int run_launch(const hvd::bench::Args& args, int* argc, char*** argv) {
@@ -95,10 +98,7 @@ int run_launch(const hvd::bench::Args& args, int* argc, char*** argv) {
   check(g, session);
   long tune_steps = 0;
   const char* autotune = std::getenv("HOROVOD_AUTOTUNE");
-  if (autotune != nullptr && std::string(autotune) == "1") {
-    const char* max_samples = std::getenv("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES");
-    tune_steps = tune(g, session, max_samples ? std::strtoull(max_samples, nullptr, 10) : 20, max_tune_steps);
-  }
+  if (autotune != nullptr && std::string(autotune) == "1") tune_steps = tune(g, session, max_tune_steps);
   for (long i = 0; i < warmup; ++i) step(g);
   hvd::bench::quiet_barrier(session.comm());
   const double start = hvd::bench::now_seconds();

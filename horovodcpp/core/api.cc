@@ -237,6 +237,9 @@ ControllerStats controller_stats() {
 TunableParameters tuned_parameters() {
   return initialized_runtime("hvd::detail::tuned_parameters()").tuned_parameters();
 }
+bool autotune_decided() {
+  return initialized_runtime("hvd::detail::autotune_decided()").autotune_decided();
+}
 }  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }

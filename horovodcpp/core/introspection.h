@@ -11,5 +11,9 @@ ControllerStats controller_stats();
 // The tuned parameters in effect on this rank (HOROVOD_AUTOTUNE=1 changes them; the settings'
 // otherwise). Every rank reports the same after the same cycle.
 TunableParameters tuned_parameters();
+// False while this rank's autotuner is still deciding: only rank 0 tunes (HOROVOD_AUTOTUNE=1),
+// so other ranks always answer true. Its final decision takes effect on every rank in the
+// global cycle after it was made.
+bool autotune_decided();
 
 }  // namespace hvd::detail

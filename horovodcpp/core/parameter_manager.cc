@@ -44,10 +44,11 @@ AutotuneOptions autotune_options(const Settings& s) {
 ParameterManager::ParameterManager(AutotuneOptions options, TunableParameters initial)
     : options_(std::move(options)),
       optimizer_(options_.cache_tunable ? 3 : 2, options_.noise),
+      initial_(initial),
       current_(initial),
       best_(initial),
       warmup_left_(options_.warmup_samples) {
-  if (!options_.cache_tunable) current_.cache_enabled = best_.cache_enabled = false;
+  if (!options_.cache_tunable) initial_.cache_enabled = current_.cache_enabled = best_.cache_enabled = false;
   if (options_.max_samples == 0) done_ = true;  // no trials: the user's settings stay
   if (options_.log_path.empty()) return;
   log_.open(options_.log_path, std::ios::out | std::ios::trunc);
@@ -110,24 +111,15 @@ std::optional<TunableParameters> ParameterManager::finish_sample(double score, d
     log_debug("autotune: warmup sample discarded (" + describe(current_) + ", " + std::to_string(score) + " bytes/s)");
     return std::nullopt;
   }
+  if (confirming_) {
+    write_sample(current_, score, seconds, "confirm");
+    return finish_confirmation_sample(score);
+  }
   trials_.push_back(score);
   tried_.push_back(current_);
-  write_trial(current_, score, seconds);
+  write_sample(current_, score, seconds, "search");
   optimizer_.add_sample(normalize(current_), score);
-  if (static_cast<std::int64_t>(trials_.size()) >= options_.max_samples) {
-    done_ = true;
-    // The trial the model rates best, not the single highest score: on a shared machine one
-    // sample can be lucky by more than the parameters matter.
-    const std::size_t chosen = optimizer_.best_observed_by_model();
-    best_ = tried_[chosen];
-    best_score_ = trials_[chosen];
-    current_ = best_;
-    std::ostringstream line;
-    line << "autotune: done after " << trials_.size() << " trials; keeping " << describe(best_) << " ("
-         << best_score_ << " bytes/s)";
-    log_info(line.str());
-    return best_;
-  }
+  if (static_cast<std::int64_t>(trials_.size()) >= options_.max_samples) return finish_search();
   const std::size_t design = trials_.size() - 1;  // trial 1 measured the user's settings
   std::vector<double> x = design < kInitialDesign.size() ? kInitialDesign[design] : optimizer_.next_sample();
   x.resize(options_.cache_tunable ? 3 : 2);
@@ -135,14 +127,56 @@ std::optional<TunableParameters> ParameterManager::finish_sample(double score, d
   return current_;
 }
 
-void ParameterManager::write_trial(const TunableParameters& p, double score, double seconds) {
+std::optional<TunableParameters> ParameterManager::finish_search() {
+  // The trial the model rates best, not the single highest score: on a shared machine one
+  // sample can be lucky by more than the parameters matter.
+  const std::size_t chosen = optimizer_.best_observed_by_model();
+  if (tried_[chosen] == initial_) return keep(initial_, trials_[chosen]);
+  confirming_ = true;
+  candidate_ = tried_[chosen];
+  current_ = candidate_;
+  return current_;
+}
+
+std::optional<TunableParameters> ParameterManager::finish_confirmation_sample(double score) {
+  (current_ == candidate_ ? candidate_scores_ : initial_scores_).push_back(score);
+  if (static_cast<int>(initial_scores_.size()) < kConfirmPairs) {
+    current_ = current_ == candidate_ ? initial_ : candidate_;
+    return current_;
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double candidate = median(candidate_scores_), initial = median(initial_scores_);
   std::ostringstream line;
-  line << trials_.size() << ',' << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ','
-       << (p.cache_enabled ? 1 : 0) << ',' << std::fixed;
+  line << "autotune: confirmation median " << candidate << " bytes/s for " << describe(candidate_) << ", " << initial
+       << " bytes/s for the starting " << describe(initial_);
+  log_info(line.str());
+  return candidate > initial ? keep(candidate_, candidate) : keep(initial_, initial);
+}
+
+TunableParameters ParameterManager::keep(const TunableParameters& p, double score) {
+  done_ = true;
+  confirming_ = false;
+  best_ = p;
+  best_score_ = score;
+  current_ = best_;
+  std::ostringstream line;
+  line << "autotune: done after " << trials_.size() << " trials; keeping " << describe(best_) << " (" << best_score_
+       << " bytes/s)";
+  log_info(line.str());
+  return best_;
+}
+
+void ParameterManager::write_sample(const TunableParameters& p, double score, double seconds, const char* phase) {
+  std::ostringstream line;
+  line << ++logged_ << ',' << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ',' << (p.cache_enabled ? 1 : 0)
+       << ',' << std::fixed;
   line.precision(0);
   line << score << ',' << options_.steps_per_sample << ',';
   line.precision(6);
-  line << seconds;
+  line << seconds << ',' << phase;
   log_info("autotune: trial " + line.str());
   if (log_.is_open()) log_ << line.str() << '\n' << std::flush;
 }

@@ -13,9 +13,15 @@
 // HOROVOD_AUTOTUNE_WARMUP_SAMPLES samples are discarded; each later one is a trial, written as
 // one CSV line to HOROVOD_AUTOTUNE_LOG when set.
 //
-// The search space: fusion threshold 64 KB .. 128 MB and cycle time 1 .. 100 ms, each on a log
+// The search space: fusion threshold 64 KB .. 128 MB and cycle time 1 .. 25 ms, each on a log
 // scale, and the response cache on or off (tuned only when HOROVOD_CACHE_CAPACITY > 0). The
 // first trial measures the user's own settings.
+//
+// After the search, the trial the model rates best (the candidate) must beat the user's own
+// settings side by side: kConfirmPairs samples of each, alternating, so a slow or fast minute on a
+// shared machine hits both alike; the candidate is kept only when its median score is higher.
+// One noisy sample must not leave a job slower than it started. These samples are logged too
+// (phase "confirm"); a candidate that is the user's settings needs no confirmation.
 #pragma once
 
 #include <chrono>
@@ -47,7 +53,8 @@ class ParameterManager {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr const char* kLogHeader =
-      "trial,fusion_threshold_bytes,cycle_time_ms,cache_enabled,score_bytes_per_second,steps,seconds";
+      "trial,fusion_threshold_bytes,cycle_time_ms,cache_enabled,score_bytes_per_second,steps,seconds,phase";
+  static constexpr int kConfirmPairs = 3;
 
   // Opens the CSV log (truncating it) and writes its header; throws hvd::Error naming
   // HOROVOD_AUTOTUNE_LOG and the reason when it cannot be written.
@@ -60,9 +67,11 @@ class ParameterManager {
                                           Clock::time_point cycle_start);
 
   bool done() const { return done_; }
-  int trials() const { return static_cast<int>(trials_.size()); }
+  int trials() const { return static_cast<int>(trials_.size()); }  // search trials measured
   const TunableParameters& current() const { return current_; }  // under measurement
-  // Once done: the trial kept (the one the optimizer's model rates best) and its measured score.
+  // Once done: the parameters kept (the model's best trial, or the user's settings when that
+  // trial lost the confirmation) and the median of their confirmation scores (or their trial's
+  // score when there was none).
   const TunableParameters& best() const { return best_; }
   double best_score() const { return best_score_; }
 
@@ -72,17 +81,25 @@ class ParameterManager {
 
  private:
   std::optional<TunableParameters> finish_sample(double score, double seconds);
-  void write_trial(const TunableParameters& p, double score, double seconds);
+  std::optional<TunableParameters> finish_search();
+  std::optional<TunableParameters> finish_confirmation_sample(double score);
+  TunableParameters keep(const TunableParameters& p, double score);
+  void write_sample(const TunableParameters& p, double score, double seconds, const char* phase);
 
   AutotuneOptions options_;
   BayesianOptimizer optimizer_;
   std::ofstream log_;
-  TunableParameters current_, best_;
+  TunableParameters initial_, current_, best_;
   double best_score_ = -1;
+  int logged_ = 0;  // CSV lines written after the header
   std::int64_t warmup_left_;
   std::vector<double> trials_;  // scores, in order
   std::vector<TunableParameters> tried_;  // the parameters of each trial, in order
   bool done_ = false;
+  // The confirmation, once the search is over: samples alternate candidate_ and initial_.
+  bool confirming_ = false;
+  TunableParameters candidate_;
+  std::vector<double> candidate_scores_, initial_scores_;
 
   // The sample in progress.
   std::set<std::string> step_names_;  // completed in the current step

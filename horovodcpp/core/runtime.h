@@ -77,6 +77,9 @@ class Runtime {
   ControllerStats controller_stats() const;
   // The tuned parameters in effect (the settings' until autotune changes them). Any thread.
   TunableParameters tuned_parameters() const;
+  // False while this rank's autotuner is still deciding (rank 0 with HOROVOD_AUTOTUNE=1 only;
+  // its final decision takes effect on every rank in a later cycle). Any thread.
+  bool autotune_decided() const;
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
   std::string generate_name(const std::string& prefix);
 
@@ -160,6 +163,7 @@ class Runtime {
   mutable std::mutex stats_mutex_;
   ControllerStats stats_;  // published by the background thread once per cycle
   TunableParameters tuned_;  // published when parameters take effect
+  bool autotune_decided_ = true;  // published by the background thread
 
   std::mutex names_mutex_;
   std::map<std::string, long long> name_counters_;

@@ -18,6 +18,10 @@ void Runtime::set_up_autotune() {
   }
   if (!settings_.autotune || topology_.rank != 0) return;
   tuner_ = std::make_unique<ParameterManager>(autotune_options(settings_), initial);
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    autotune_decided_ = tuner_->done();
+  }
   log_info("autotune: starting from " + describe(initial));
 }
 
@@ -41,12 +45,21 @@ void Runtime::autotune_after_cycle(const ResponseList& list, std::chrono::steady
     names.insert(names.end(), response.names.begin(), response.names.end());
     bytes += response.total_bytes();
   }
-  if (auto next = tuner_->record(names, bytes, cycle_start)) controller_->propose(*next);
+  if (auto next = tuner_->record(names, bytes, cycle_start)) {
+    controller_->propose(*next);
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    autotune_decided_ = tuner_->done();
+  }
 }
 
 TunableParameters Runtime::tuned_parameters() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return tuned_;
+}
+
+bool Runtime::autotune_decided() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return autotune_decided_;
 }
 
 }  // namespace hvd::detail

@@ -297,19 +297,20 @@ std::string GradientReducer::reduce_all() {
       if (failure.empty()) failure = e.what();  // names the parameter
     }
   }
-  AllreduceOptions sum;
-  sum.op = ReduceOp::Sum;
-  sum.name = options_.name + "#gradients_present";
-  sum.process_set = options_.process_set;
+  // With the gradients' own op and scale factors, so it fuses with float32 gradients into one
+  // collective: the result (a count or an average of counts) is positive exactly where some
+  // rank had a gradient.
+  AllreduceOptions flags = wire_options_;
+  flags.name = options_.name + "#gradients_present";
   auto present_wire = wrap(present);
-  hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, sum);
+  hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, flags);
   const std::string wait_failure = write_back();
   try {
     present_handle.wait();
     // `here` now holds the sum over ranks. No rank had a gradient: leave it undefined, as one process would, so the optimizer skips
     // the parameter instead of stepping it with zeros (momentum, weight decay).
     for (std::size_t i = 0; i < slots_.size(); ++i)
-      if (filled[i] && here[i] == 0.0f && slots_[i].reduced) slots_[i].param.mutable_grad().reset();
+      if (filled[i] && !(here[i] > 0.0f) && slots_[i].reduced) slots_[i].param.mutable_grad().reset();
   } catch (const std::exception& e) {
     if (failure.empty() && wait_failure.empty()) failure = std::string("gradients_present: ") + e.what();
   }

@@ -1,8 +1,10 @@
 // Autotune on a live job (run with HOROVOD_AUTOTUNE=1, tiny warmup/steps/max-samples and
 // HOROVOD_AUTOTUNE_LOG set): tuning never corrupts a result, every rank applies the same
-// parameters, and rank 0 logs one CSV line per trial.
+// parameters, rank 0 logs one CSV line per sample (search, then confirmation), and the kept
+// parameters follow from the log.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -43,7 +45,10 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
   const int n = size(), me = rank();
   // A "training step": eight gradients of different sizes, all submitted, then all waited for.
   const std::vector<std::int64_t> lengths = {7, 1000, 20000, 33, 5000, 64, 12000, 300};
-  for (int step = 0; step < 60; ++step) {
+  // Steps until rank 0's tuner has decided (search and confirmation), and one more that applies
+  // the decision everywhere; bounded, so a tuner that never decides fails the checks below.
+  bool decided = false;
+  for (int step = 0; step < 200 && !decided; ++step) {
     std::vector<std::shared_ptr<HostTensor>> tensors;
     std::vector<Handle> handles;
     for (std::size_t i = 0; i < lengths.size(); ++i) {
@@ -61,12 +66,17 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
                        << test::read_as_double(*tensors[i], k) << " != " << expected);
         }
       }
+    if (min_max(detail::autotune_decided() ? 1.0 : 0.0, "autotune.decided").first == 1.0)
+      decided = true;
+  }
+  REQUIRE(decided);
+  {  // the step that applies the decision on every rank
+    auto t = test::filled(DataType::Float32, {8}, [](std::int64_t) { return 1.0; });
+    allreduce_async(t, t, {ReduceOp::Sum, "grad.0.apply"}).wait();
   }
   const detail::TunableParameters tuned = detail::tuned_parameters();
   const auto changes = detail::controller_stats().parameter_changes;
   INFO("rank " << me << ": " << detail::describe(tuned) << ", " << changes << " change(s)");
-  // Every trial proposed the next parameters, the last one the best: one change per trial.
-  CHECK(changes == static_cast<std::uint64_t>(max_samples));
   for (const auto& [name, value] : std::vector<std::pair<std::string, double>>{
            {"threshold", static_cast<double>(tuned.fusion_threshold_bytes)},
            {"cycle", tuned.cycle_time_ms},
@@ -81,31 +91,56 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
   REQUIRE(log.good());
   std::vector<std::string> lines;
   for (std::string line; std::getline(log, line);) lines.push_back(line);
-  REQUIRE(static_cast<std::int64_t>(lines.size()) == 1 + max_samples);
+  REQUIRE(!lines.empty());
   CHECK(lines[0] == detail::ParameterManager::kLogHeader);
-  // The manager keeps the trial its model rates best (not the single highest score): refit the
-  // same model from the log and check the kept parameters are that trial's.
-  detail::AutotuneOptions options = detail::autotune_options(detail::read_settings_from_environment());
-  options.log_path.clear();
-  const detail::ParameterManager coordinates(options, {});
-  detail::BayesianOptimizer model(options.cache_tunable ? 3 : 2, options.noise);
-  std::vector<detail::TunableParameters> trials;
-  for (std::int64_t t = 1; t <= max_samples; ++t) {
+  // Every logged sample proposed the next parameters, the last one the decision.
+  CHECK(changes == lines.size() - 1);
+  struct Sample {
+    detail::TunableParameters p;
+    double score;
+    std::string phase;
+  };
+  std::vector<Sample> samples;
+  for (std::size_t t = 1; t < lines.size(); ++t) {
     std::stringstream fields(lines[t]);
     std::vector<std::string> f;
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
     INFO(lines[t]);
-    REQUIRE(f.size() == 7);
+    REQUIRE(f.size() == 8);
     CHECK(f[0] == std::to_string(t));
-    const double score = std::stod(f[4]);
-    CHECK(score > 0);
-    if (t == 1) {  // the user's settings come first
-      CHECK(std::stoll(f[1]) == 65536);
-    }
-    trials.push_back({std::stoll(f[1]), std::stod(f[2]), f[3] == "1"});
-    model.add_sample(coordinates.normalize(trials.back()), score);
+    samples.push_back({{std::stoll(f[1]), std::stod(f[2]), f[3] == "1"}, std::stod(f[4]), f[7]});
+    CHECK(samples.back().score > 0);
+    CHECK((f[7] == "search") == (static_cast<std::int64_t>(t) <= max_samples));  // the search comes first
   }
-  const std::size_t kept = model.best_observed_by_model();
-  INFO("the model rates trial " << kept + 1 << " best: " << detail::describe(trials[kept]));
-  CHECK(tuned == trials[kept]);  // settled on a logged trial, the one the model rates best
+  REQUIRE(static_cast<std::int64_t>(samples.size()) >= max_samples);
+  const detail::TunableParameters initial = samples[0].p;  // the user's settings come first
+  CHECK(initial.fusion_threshold_bytes == 65536);
+  // The search's candidate is the trial the model rates best (not the single highest score):
+  // refit the same model from the log.
+  detail::AutotuneOptions options = detail::autotune_options(detail::read_settings_from_environment());
+  options.log_path.clear();
+  const detail::ParameterManager coordinates(options, {});
+  detail::BayesianOptimizer model(options.cache_tunable ? 3 : 2, options.noise);
+  for (std::int64_t t = 0; t < max_samples; ++t) model.add_sample(coordinates.normalize(samples[t].p), samples[t].score);
+  const detail::TunableParameters candidate = samples[model.best_observed_by_model()].p;
+  INFO("the model's candidate: " << detail::describe(candidate));
+  if (candidate == initial) {  // nothing to confirm
+    CHECK(samples.size() == static_cast<std::size_t>(max_samples));
+    CHECK(tuned == initial);
+    return;
+  }
+  // Confirmation: candidate and the user's settings alternate; the higher median is kept.
+  const int pairs = detail::ParameterManager::kConfirmPairs;
+  REQUIRE(samples.size() == static_cast<std::size_t>(max_samples + 2 * pairs));
+  std::vector<double> for_candidate, for_initial;
+  for (int k = 0; k < 2 * pairs; ++k) {
+    const Sample& s = samples[max_samples + k];
+    CHECK(s.p == (k % 2 == 0 ? candidate : initial));
+    (k % 2 == 0 ? for_candidate : for_initial).push_back(s.score);
+  }
+  std::sort(for_candidate.begin(), for_candidate.end());
+  std::sort(for_initial.begin(), for_initial.end());
+  const bool candidate_wins = for_candidate[pairs / 2] > for_initial[pairs / 2];
+  INFO("confirmation medians: candidate " << for_candidate[pairs / 2] << ", initial " << for_initial[pairs / 2]);
+  CHECK(tuned == (candidate_wins ? candidate : initial));
 }
