@@ -56,7 +56,7 @@ else
   GR_ARGS=(--steps 15 --rounds 3 --warmup 2)
   CT_ARGS=(--seconds 0.3 --slow-cycle-limit 3)
   ID_ARGS=(--seconds 4 --settle 0.5 --steps 100)
-  SY_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 15 --batch-size 32)
+  SY_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 25 --batch-size 32)
 fi
 
 SECTIONS="$RAW/sections.md"
@@ -213,7 +213,7 @@ done
 run synthetic_np2 "Synthetic training benchmark, np=2" 600 "${MPIRUN[@]}" -np 2 "$EX/synthetic_benchmark/synthetic_benchmark" \
   --model resnet20 --threads 1 --comm all "${SY_ARGS[@]}"
 # Autotune (issue 14): ResNet-50 gradients at np=2, HOROVOD_AUTOTUNE=1 from 64 KB against
-# hand-set fusion thresholds, three alternating rounds of one launch each (about 70 s; --quick one
+# hand-set fusion thresholds, five alternating rounds of one launch each (about 2 minutes; --quick one
 # round, about 15 s).
 cmake --build "$BUILD" -j2 --target autotune_benchmark >/dev/null
 run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 gradients, np=2" 300 \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs autotune_benchmark at np=2: rounds of one launch per hand-set fusion threshold and one with
-# HOROVOD_AUTOTUNE=1 starting from 64 KB (3 rounds; --quick: 1), then the table and the TARGET line.
+# HOROVOD_AUTOTUNE=1 starting from 64 KB (5 rounds; --quick: 1), then the table and the TARGET line.
 #   autotune_benchmark.sh BENCHMARK_BINARY [--quick] -- MPIRUN_COMMAND...
 set -euo pipefail
 BIN="$1"; shift
@@ -15,7 +15,7 @@ if [ "$QUICK" = 1 ]; then
   THRESHOLDS="65536 8388608"; ROUNDS=1
 else
   ARGS=(--steps 20 --warmup 3); TUNE=(2 5 16)
-  THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=3
+  THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=5
 fi
 # Rounds alternate every configuration, so a slow minute on a shared machine hits them alike; the
 # report takes each configuration's median launch.
