@@ -148,12 +148,15 @@ std::optional<TunableParameters> ParameterManager::finish_confirmation_sample(do
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  const double candidate = median(candidate_scores_), initial = median(initial_scores_);
+  std::vector<double> ratios;
+  for (std::size_t k = 0; k < initial_scores_.size(); ++k)
+    ratios.push_back(initial_scores_[k] > 0 ? candidate_scores_[k] / initial_scores_[k] : 0.0);
+  const double ratio = median(ratios);
   std::ostringstream line;
-  line << "autotune: confirmation median " << candidate << " bytes/s for " << describe(candidate_) << ", " << initial
-       << " bytes/s for the starting " << describe(initial_);
+  line << "autotune: confirmation: " << describe(candidate_) << " against the starting " << describe(initial_)
+       << ", median paired ratio " << ratio << " (needs " << kConfirmMargin << ")";
   log_info(line.str());
-  return candidate > initial ? keep(candidate_, candidate) : keep(initial_, initial);
+  return ratio >= kConfirmMargin ? keep(candidate_, median(candidate_scores_)) : keep(initial_, median(initial_scores_));
 }
 
 TunableParameters ParameterManager::keep(const TunableParameters& p, double score) {

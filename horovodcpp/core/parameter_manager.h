@@ -18,10 +18,12 @@
 // first trial measures the user's own settings.
 //
 // After the search, the trial the model rates best (the candidate) must beat the user's own
-// settings side by side: kConfirmPairs samples of each, alternating, so a slow or fast minute on a
-// shared machine hits both alike; the candidate is kept only when its median score is higher.
-// One noisy sample must not leave a job slower than it started. These samples are logged too
-// (phase "confirm"); a candidate that is the user's settings needs no confirmation.
+// settings side by side: kConfirmPairs pairs of samples, candidate then user's, so a slow or
+// fast minute on a shared machine hits both alike. The candidate is kept only when the median of
+// the pairs' ratios (candidate / user's) reaches kConfirmMargin: a change must pay for itself
+// beyond the measurement's noise, and one lucky sample must not leave a job slower than it
+// started. These samples are logged too (phase "confirm"); a candidate that is the user's
+// settings needs no confirmation.
 #pragma once
 
 #include <chrono>
@@ -54,7 +56,8 @@ class ParameterManager {
   using Clock = std::chrono::steady_clock;
   static constexpr const char* kLogHeader =
       "trial,fusion_threshold_bytes,cycle_time_ms,cache_enabled,score_bytes_per_second,steps,seconds,phase";
-  static constexpr int kConfirmPairs = 3;
+  static constexpr int kConfirmPairs = 5;
+  static constexpr double kConfirmMargin = 1.05;
 
   // Opens the CSV log (truncating it) and writes its header; throws hvd::Error naming
   // HOROVOD_AUTOTUNE_LOG and the reason when it cannot be written.

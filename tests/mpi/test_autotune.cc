@@ -129,7 +129,8 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
     CHECK(tuned == initial);
     return;
   }
-  // Confirmation: candidate and the user's settings alternate; the higher median is kept.
+  // Confirmation: candidate and the user's settings alternate; the candidate is kept when the
+  // median of the pairs' ratios reaches the margin.
   const int pairs = detail::ParameterManager::kConfirmPairs;
   REQUIRE(samples.size() == static_cast<std::size_t>(max_samples + 2 * pairs));
   std::vector<double> for_candidate, for_initial;
@@ -138,9 +139,10 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
     CHECK(s.p == (k % 2 == 0 ? candidate : initial));
     (k % 2 == 0 ? for_candidate : for_initial).push_back(s.score);
   }
-  std::sort(for_candidate.begin(), for_candidate.end());
-  std::sort(for_initial.begin(), for_initial.end());
-  const bool candidate_wins = for_candidate[pairs / 2] > for_initial[pairs / 2];
-  INFO("confirmation medians: candidate " << for_candidate[pairs / 2] << ", initial " << for_initial[pairs / 2]);
+  std::vector<double> ratios;
+  for (int k = 0; k < pairs; ++k) ratios.push_back(for_candidate[k] / for_initial[k]);
+  std::sort(ratios.begin(), ratios.end());
+  const bool candidate_wins = ratios[pairs / 2] >= detail::ParameterManager::kConfirmMargin;
+  INFO("confirmation: median paired ratio " << ratios[pairs / 2]);
   CHECK(tuned == (candidate_wins ? candidate : initial));
 }
