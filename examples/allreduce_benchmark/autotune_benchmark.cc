@@ -72,9 +72,9 @@ void check(Gradients& g, const hvd::bench::Session& s) {
   for (auto& t : g.tensors) std::fill_n(t->data_as<float>(), t->num_elements(), 0.0f);
 }
 
-// Trains until every rank applied `changes` tuned parameter sets (or `limit` steps); the step count.
 // Steps until rank 0's tuner has decided for good (its confirmation included), then one more
-// step: the global cycles of that step apply the decision on every rank.
+// step: the global cycles of that step apply the decision on every rank. Returns the steps run
+// (at most `limit` + 1).
 long tune(Gradients& g, const hvd::bench::Session& s, long limit) {
   long steps = 0;
   while (steps < limit) {

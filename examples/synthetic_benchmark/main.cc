@@ -41,6 +41,9 @@ namespace {
 using hvd::bench::fixed;
 namespace ht = hvd::torch;
 
+// Every --comm mode, in the order `all` runs them.
+const std::vector<std::string> kModes = {"hvd", "hvd-overlap", "hvd-after", "gloo", "sync", "none"};
+
 // Command-line settings, read once by main.
 struct Config {
   std::string model = "resnet20";
@@ -266,13 +269,15 @@ Config parse(const hvd::bench::Args& args) {
   const std::string comm = args.get("--comm", "hvd");
   args.reject_unknown();
   if (comm == "all") {
-    c.modes = {"hvd", "hvd-overlap", "hvd-after", "gloo", "sync", "none"};
+    c.modes = kModes;
   } else {  // one mode or a comma-separated list of them
     std::stringstream list(comm);
     for (std::string mode; std::getline(list, mode, ',');) {
-      if (mode != "hvd" && mode != "hvd-overlap" && mode != "hvd-after" && mode != "gloo" && mode != "none" &&
-          mode != "sync")
-        throw std::invalid_argument("--comm: '" + mode + "' is not hvd, hvd-overlap, hvd-after, gloo, none, sync or all");
+      if (std::find(kModes.begin(), kModes.end(), mode) == kModes.end()) {
+        std::string known;
+        for (const auto& m : kModes) known += m + ", ";
+        throw std::invalid_argument("--comm: '" + mode + "' is not " + known + "or all");
+      }
       c.modes.push_back(mode);
     }
     if (c.modes.empty()) throw std::invalid_argument("--comm: empty list");

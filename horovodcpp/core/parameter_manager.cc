@@ -111,7 +111,7 @@ std::optional<TunableParameters> ParameterManager::finish_sample(double score, d
     log_debug("autotune: warmup sample discarded (" + describe(current_) + ", " + std::to_string(score) + " bytes/s)");
     return std::nullopt;
   }
-  if (confirming_) {
+  if (confirming()) {
     write_sample(current_, score, seconds, "confirm");
     return finish_confirmation_sample(score);
   }
@@ -132,7 +132,6 @@ std::optional<TunableParameters> ParameterManager::finish_search() {
   // sample can be lucky by more than the parameters matter.
   const std::size_t chosen = optimizer_.best_observed_by_model();
   if (tried_[chosen] == initial_) return keep(initial_, trials_[chosen]);
-  confirming_ = true;
   candidate_ = tried_[chosen];
   current_ = candidate_;
   return current_;
@@ -161,7 +160,6 @@ std::optional<TunableParameters> ParameterManager::finish_confirmation_sample(do
 
 TunableParameters ParameterManager::keep(const TunableParameters& p, double score) {
   done_ = true;
-  confirming_ = false;
   best_ = p;
   best_score_ = score;
   current_ = best_;

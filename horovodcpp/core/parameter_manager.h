@@ -99,8 +99,11 @@ class ParameterManager {
   std::vector<double> trials_;  // scores, in order
   std::vector<TunableParameters> tried_;  // the parameters of each trial, in order
   bool done_ = false;
-  // The confirmation, once the search is over: samples alternate candidate_ and initial_.
-  bool confirming_ = false;
+  // The confirmation, once the search is over and until done: samples alternate candidate_ and
+  // initial_.
+  bool confirming() const {
+    return !done_ && static_cast<std::int64_t>(trials_.size()) >= options_.max_samples;
+  }
   TunableParameters candidate_;
   std::vector<double> candidate_scores_, initial_scores_;
 

@@ -198,8 +198,9 @@ void GradientReducer::on_gradient(std::size_t index) {
   else
     start_allreduce(slot);
   // Runs once this backward pass has finished, on the thread that ran it (and starts what waited
-  // for the end of the pass). Queued per completed gradient rather than once per pass: a pass that fails never runs its callbacks, and no flag
-  // may be left saying one is queued; the later callbacks of a pass find nothing left to do.
+  // for the end of the pass). Queued per completed gradient rather than once per pass: a pass
+  // that fails never runs its callbacks, and no flag may be left saying one is queued; the later
+  // callbacks of a pass find nothing left to do.
   ::torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
 }
 
