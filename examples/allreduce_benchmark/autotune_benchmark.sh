@@ -17,20 +17,29 @@ else
   ARGS=(--steps 20 --warmup 3); TUNE=(2 5 16)
   THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=5
 fi
-# Rounds alternate every configuration, so a slow minute on a shared machine hits them alike; the
-# report takes each configuration's median launch.
-for round in $(seq "$ROUNDS"); do
-  for t in $THRESHOLDS; do
-    HOROVOD_FUSION_THRESHOLD=$t "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD "$BIN" \
-      --label "hand-set $((t / 1024)) KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
+# Rounds alternate every configuration, so a slow minute on a shared machine hits them alike, and
+# each round starts one configuration later than the last, so none always runs after the same
+# one. The report takes each configuration's median launch, and pairs each autotune launch with
+# the best hand-set configuration's launch of the same round.
+CONFIGS=($THRESHOLDS autotune)
+launch() {
+  if [ "$1" = autotune ]; then
+    HOROVOD_FUSION_THRESHOLD=65536 HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_WARMUP_SAMPLES=${TUNE[0]} \
+      HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=${TUNE[1]} HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=${TUNE[2]} \
+      "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD -x HOROVOD_AUTOTUNE -x HOROVOD_AUTOTUNE_WARMUP_SAMPLES \
+      -x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE -x HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES "$BIN" \
+      --label "autotune from 64 KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
+  else
+    HOROVOD_FUSION_THRESHOLD=$1 "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD "$BIN" \
+      --label "hand-set $(($1 / 1024)) KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
+  fi
+}
+for round in $(seq 0 $((ROUNDS - 1))); do
+  for k in $(seq 0 $((${#CONFIGS[@]} - 1))); do
+    launch "${CONFIGS[$(((k + round) % ${#CONFIGS[@]}))]}"
   done
-  HOROVOD_FUSION_THRESHOLD=65536 HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_WARMUP_SAMPLES=${TUNE[0]} \
-    HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=${TUNE[1]} HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=${TUNE[2]} \
-    "${MPIRUN[@]}" -np 2 -x HOROVOD_FUSION_THRESHOLD -x HOROVOD_AUTOTUNE -x HOROVOD_AUTOTUNE_WARMUP_SAMPLES \
-    -x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE -x HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES "$BIN" \
-    --label "autotune from 64 KB" --results "$RESULTS" "${ARGS[@]}" >/dev/null
 done
 echo "Autotune: warmup ${TUNE[0]} samples, ${TUNE[1]} steps per sample, ${TUNE[2]} trials; each row is $ROUNDS launches"
-echo "(rounds alternate the configurations; the median launch counts), each measured over ${ARGS[1]} ResNet-50 steps after ${ARGS[3]} warmup steps (and, for autotune, after it settled)."
+echo "(rounds alternate the configurations, each round starting one later; the median launch counts), each measured over ${ARGS[1]} ResNet-50 steps after ${ARGS[3]} warmup steps (and, for autotune, after it settled)."
 echo
 "$BIN" --report "$RESULTS"

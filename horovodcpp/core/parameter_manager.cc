@@ -77,14 +77,14 @@ TunableParameters ParameterManager::denormalize(const std::vector<double>& x) co
   return p;
 }
 
-std::optional<TunableParameters> ParameterManager::record(const std::vector<std::string>& names, std::int64_t bytes,
-                                                          Clock::time_point cycle_start) {
-  if (done_ || names.empty()) return std::nullopt;
-  const bool boundary = std::any_of(names.begin(), names.end(),
-                                    [&](const std::string& n) { return step_names_.count(n) > 0; });
+std::optional<TunableParameters> ParameterManager::record(const std::vector<std::size_t>& name_keys,
+                                                          std::int64_t bytes, Clock::time_point cycle_start) {
+  if (done_ || name_keys.empty()) return std::nullopt;
+  const bool boundary = std::any_of(name_keys.begin(), name_keys.end(),
+                                    [&](std::size_t key) { return step_keys_.count(key) > 0; });
   std::optional<TunableParameters> next;
   if (boundary) {
-    step_names_.clear();
+    step_keys_.clear();  // keeps its buckets: no allocation per step once warm
     if (measuring_ && ++sample_steps_ >= options_.steps_per_sample) {
       const double seconds = std::chrono::duration<double>(cycle_start - sample_start_).count();
       next = finish_sample(seconds > 0 ? static_cast<double>(sample_bytes_) / seconds : 0.0, seconds);
@@ -99,7 +99,7 @@ std::optional<TunableParameters> ParameterManager::record(const std::vector<std:
       sample_bytes_ = 0;
     }
   }
-  step_names_.insert(names.begin(), names.end());
+  step_keys_.insert(name_keys.begin(), name_keys.end());
   if (measuring_) sample_bytes_ += bytes;
   return next;
 }

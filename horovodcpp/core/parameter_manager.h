@@ -5,13 +5,14 @@
 // which carries it to every rank. Background thread of rank 0 only; owned by the Runtime.
 //
 // A step is what Horovod calls one: every tensor of the job reduced once. Steps are counted by
-// tensor name: a cycle that completes a name already completed in the current step starts the
-// next step. A sample spans HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE whole steps, from the cycle that
-// starts one step to the cycle that starts the step after the last; its score is the bytes of
-// the responses completed in between divided by the wall time in between. A sample starts only
-// at a step boundary after the parameters it measures took effect. The first
-// HOROVOD_AUTOTUNE_WARMUP_SAMPLES samples are discarded; each later one is a trial, written as
-// one CSV line to HOROVOD_AUTOTUNE_LOG when set.
+// tensor name: a cycle that completes a name already completed in the current step starts the next
+// step. Names arrive as hashes (name_key): the count runs after every cycle on the thread that
+// drives MPI, so it copies no strings and, once warm, allocates nothing. A sample spans
+// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE whole steps, from the cycle that starts one step to the cycle
+// that starts the step after the last; its score is the bytes of the responses completed in between
+// divided by the wall time in between. A sample starts only at a step boundary after the parameters
+// it measures took effect. The first HOROVOD_AUTOTUNE_WARMUP_SAMPLES samples are discarded; each
+// later one is a trial, written as one CSV line to HOROVOD_AUTOTUNE_LOG when set.
 //
 // The search space: fusion threshold 64 KB .. 128 MB and cycle time 1 .. 25 ms, each on a log
 // scale, and the response cache on or off (tuned only when HOROVOD_CACHE_CAPACITY > 0). The
@@ -29,9 +30,10 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <optional>
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/bayesian_optimization.h"
@@ -63,10 +65,14 @@ class ParameterManager {
   // HOROVOD_AUTOTUNE_LOG and the reason when it cannot be written.
   ParameterManager(AutotuneOptions options, TunableParameters initial);
 
-  // After a cycle's responses ran: the tensors it completed, their bytes, and when the cycle
-  // started. Returns the parameters to apply next when this cycle ended a trial (the next to
-  // try, or the best seen when tuning is over).
-  std::optional<TunableParameters> record(const std::vector<std::string>& names, std::int64_t bytes,
+  // The key record() takes for a tensor name. Two names of one job sharing a 64-bit key would
+  // end a step one tensor early: one sample a step short, not a wrong decision.
+  static std::size_t name_key(const std::string& name) { return std::hash<std::string>{}(name); }
+
+  // After a cycle's responses ran: the keys of the tensors it completed, their bytes, and when
+  // the cycle started. Returns the parameters to apply next when this cycle ended a trial (the
+  // next to try, or the best seen when tuning is over).
+  std::optional<TunableParameters> record(const std::vector<std::size_t>& name_keys, std::int64_t bytes,
                                           Clock::time_point cycle_start);
 
   bool done() const { return done_; }
@@ -108,8 +114,8 @@ class ParameterManager {
   std::vector<double> candidate_scores_, initial_scores_;
 
   // The sample in progress.
-  std::set<std::string> step_names_;  // completed in the current step
-  bool measuring_ = false;            // a sample has started (at a step boundary)
+  std::unordered_set<std::size_t> step_keys_;  // names completed in the current step
+  bool measuring_ = false;                     // a sample has started (at a step boundary)
   Clock::time_point sample_start_;
   std::int64_t sample_bytes_ = 0;
   std::int64_t sample_steps_ = 0;

@@ -149,6 +149,7 @@ class Runtime {
   std::atomic<bool> shutdown_requested_{false};
   std::chrono::steady_clock::time_point last_cycle_start_{};
   std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE=1
+  std::vector<std::size_t> autotune_keys_;    // the last cycle's name keys, for tuner_
 
   std::mutex init_mutex_;
   std::condition_variable init_cv_;

@@ -36,16 +36,16 @@ void Runtime::autotune_after_cycle(const ResponseList& list, std::chrono::steady
     log_debug("autotune: now " + describe(*applied));
   }
   if (!tuner_ || tuner_->done()) return;
-  std::vector<std::string> names;
+  autotune_keys_.clear();  // reused: this runs after every cycle on the thread that drives MPI
   std::int64_t bytes = 0;
   for (const auto& response : list.responses) {
     if (response.type == ResponseType::Error || response.type == ResponseType::Join ||
         response.type == ResponseType::Barrier)
       continue;
-    names.insert(names.end(), response.names.begin(), response.names.end());
+    for (const auto& name : response.names) autotune_keys_.push_back(ParameterManager::name_key(name));
     bytes += response.total_bytes();
   }
-  if (auto next = tuner_->record(names, bytes, cycle_start)) {
+  if (auto next = tuner_->record(autotune_keys_, bytes, cycle_start)) {
     controller_->propose(*next);
     std::lock_guard<std::mutex> lock(stats_mutex_);
     autotune_decided_ = tuner_->done();

@@ -32,6 +32,13 @@ std::vector<std::string> split(const std::string& line) {
   return fields;
 }
 
+// The keys the Runtime passes for a cycle's tensor names.
+std::vector<std::size_t> keys(const std::vector<std::string>& names) {
+  std::vector<std::size_t> out;
+  for (const auto& name : names) out.push_back(ParameterManager::name_key(name));
+  return out;
+}
+
 // A simulated job: one cycle per step completing tensors a and b (`bytes` in all), lasting
 // `seconds(parameters in effect)`. Decisions apply from the next cycle, as the Controller does.
 struct SimulatedJob {
@@ -43,7 +50,7 @@ struct SimulatedJob {
   template <typename Seconds>
   void run(int steps, std::int64_t bytes, Seconds seconds) {
     for (int s = 0; s < steps; ++s) {
-      auto next = tuner.record({"a", "b"}, bytes, now);
+      auto next = tuner.record(keys({"a", "b"}), bytes, now);
       now += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds(in_effect)));
       if (next) in_effect = *next, ++proposals;
     }
@@ -142,7 +149,7 @@ TEST_CASE("a step spread over several cycles counts once; the score is bytes ove
   for (int step = 0; step < 6 && !decided; ++step) {
     for (const auto& [names, bytes] : std::vector<std::pair<std::vector<std::string>, std::int64_t>>{
              {{"x"}, 300}, {{"y", "z"}, 700}}) {
-      decided = tuner.record(names, bytes, now);
+      decided = tuner.record(keys(names), bytes, now);
       now += std::chrono::milliseconds(4);
       if (decided) break;
     }
