@@ -18,9 +18,10 @@ else
   THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=5
 fi
 # Rounds alternate every configuration, so a slow minute on a shared machine hits them alike, and
-# each round starts one configuration later than the last, so none always runs after the same
-# one. The report takes each configuration's median launch, and pairs each autotune launch with
-# the best hand-set configuration's launch of the same round.
+# each round starts one configuration later than the last, so none always runs first (the order
+# is cyclic: each still follows the same neighbour). The report takes each configuration's median
+# launch, and pairs each autotune launch with the best hand-set configuration's launch of the
+# same round.
 CONFIGS=($THRESHOLDS autotune)
 launch() {
   if [ "$1" = autotune ]; then

@@ -229,8 +229,7 @@ void Benchmark::report() {
       if (v->mode != mode || hvd_variant == nullptr) continue;
       std::vector<double> ratios;
       for (std::size_t i = 0; i < v->rates.size(); ++i) ratios.push_back(hvd_variant->rates[i] / v->rates[i]);
-      std::sort(ratios.begin(), ratios.end());
-      return ratios[ratios.size() / 2];
+      return hvd::bench::summarize(ratios).median;
     }
     return -1.0;
   };
