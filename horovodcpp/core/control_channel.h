@@ -29,9 +29,11 @@ class ControlChannel {
   // timer). A rank asks when `wants_cycle(timeout)` returns true: it blocks up to `timeout`
   // (waking early for local work) and says whether this rank wants a cycle now; the channel
   // chooses the timeout, which is how often it looks for another rank's request. A rank that is
-  // asked by another joins the cycle without being asked itself.
+  // asked by another joins the cycle without being asked itself. `peers_expected`: this rank's
+  // submissions already wait on other ranks' (it is ahead of them), so their request is due
+  // soon and worth looking for more often than an idle rank would.
   using CycleWanted = std::function<bool(std::chrono::microseconds timeout)>;
-  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle) = 0;
+  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, bool peers_expected) = 0;
 };
 
 }  // namespace hvd::detail

@@ -279,8 +279,8 @@ void Runtime::run_loop() {
   while (true) {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
     try {
-      world_->control().wait_for_cycle_start(
-          [this](std::chrono::microseconds timeout) { return wants_cycle(timeout); });
+      world_->control().wait_for_cycle_start([this](std::chrono::microseconds timeout) { return wants_cycle(timeout); },
+                                             awaiting_others_in_any_set());
     } catch (const std::exception& e) {
       if (abandoned_.load()) return;
       shut_down_on_background_thread(StopKind::Failed, std::string("waiting for a cycle failed: ") + e.what());
