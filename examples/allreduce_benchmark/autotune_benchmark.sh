@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs autotune_benchmark at np=2: rounds of one launch per hand-set fusion threshold and one with
 # HOROVOD_AUTOTUNE=1 starting from 64 KB (5 rounds; --quick: 1), then the table and the TARGET line.
+# Every launch runs the same settle phase before it measures (autotune_benchmark.cc says why).
 #   autotune_benchmark.sh BENCHMARK_BINARY [--quick] -- MPIRUN_COMMAND...
 set -euo pipefail
 BIN="$1"; shift
@@ -11,10 +12,10 @@ MPIRUN=("$@")
 RESULTS="$(mktemp)"
 trap 'rm -f "$RESULTS"' EXIT
 if [ "$QUICK" = 1 ]; then
-  ARGS=(--steps 2 --warmup 1); TUNE=(1 2 3)          # warmup samples, steps per sample, max samples
+  ARGS=(--steps 2 --warmup 1 --settle-steps 40); TUNE=(1 2 3)   # warmup samples, steps per sample, max samples
   THRESHOLDS="65536 8388608"; ROUNDS=1
 else
-  ARGS=(--steps 20 --warmup 3); TUNE=(2 5 16)
+  ARGS=(--steps 20 --warmup 3 --settle-steps 200); TUNE=(2 5 16)
   THRESHOLDS="65536 1048576 8388608 33554432 134217728"; ROUNDS=5
 fi
 # Rounds alternate every configuration, so a slow minute on a shared machine hits them alike, and
@@ -41,6 +42,6 @@ for round in $(seq 0 $((ROUNDS - 1))); do
   done
 done
 echo "Autotune: warmup ${TUNE[0]} samples, ${TUNE[1]} steps per sample, ${TUNE[2]} trials; each row is $ROUNDS launches"
-echo "(rounds alternate the configurations, each round starting one later; the median launch counts), each measured over ${ARGS[1]} ResNet-50 steps after ${ARGS[3]} warmup steps (and, for autotune, after it settled)."
+echo "(rounds alternate the configurations, each round starting one later; the median launch counts), each measured over ${ARGS[1]} ResNet-50 steps after the same ${ARGS[5]}-step settle phase (every step followed by a poll of the tuner; autotune must decide within it) and ${ARGS[3]} warmup steps."
 echo
 "$BIN" --report "$RESULTS"
