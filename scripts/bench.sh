@@ -185,7 +185,8 @@ write_note() {
   (the upper bound). `none` adds ranks that run at their own pace: when one core of the machine
   runs slower than the other, no synchronous method can reach it, and `sync` shows what waiting
   alone costs. Each variant has its own model copy with the same initial weights; iterations of
-  the variants take turns after a barrier, in an order that rotates every iteration. Targets at
+  the variants take turns after a barrier, in a fresh order each iteration (a shuffle seeded by the
+  iteration number; a rotation would keep every variant behind the same neighbour). Targets at
   np=2: hvd >= 0.95x of `none`, >= 1.3x of `gloo`, and >= 0.97x of `sync` (what hvd may cost
   beyond the waiting every synchronous step pays). Img/sec per rank is the mean over iterations with
   Horovod's interval (1.96 standard deviations); the total adds the ranks. "Paired median" divides
@@ -213,10 +214,10 @@ done
 run synthetic_np2 "Synthetic training benchmark, np=2" 600 "${MPIRUN[@]}" -np 2 "$EX/synthetic_benchmark/synthetic_benchmark" \
   --model resnet20 --threads 1 --comm all "${SY_ARGS[@]}"
 # Autotune (issue 14): ResNet-50 gradients at np=2, HOROVOD_AUTOTUNE=1 from 64 KB against
-# hand-set fusion thresholds, five alternating rounds of one launch each (about 2 minutes; --quick one
-# round, about 15 s).
+# hand-set fusion thresholds, five alternating rounds of one launch each, every launch after the
+# same 200-step settle phase (about 4 minutes; --quick one round, about 10 s).
 cmake --build "$BUILD" -j2 --target autotune_benchmark >/dev/null
-run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 gradients, np=2" 300 \
+run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 gradients, np=2" 600 \
   bash "$ROOT/examples/allreduce_benchmark/autotune_benchmark.sh" "$AR/autotune_benchmark" \
   $([ "$QUICK" = 1 ] && echo --quick) -- "${MPIRUN[@]}"
 

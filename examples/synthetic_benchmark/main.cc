@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -171,10 +173,16 @@ void Benchmark::run() {
     for (int i = 0; i < config_.warmup_batches; ++i) v->batch();
   if (talk) std::printf("# Running benchmark...\n");
   for (int iter = 0; iter < config_.iters; ++iter) {
-    // In turn, so drift on a shared machine hits every variant alike; the order rotates each
-    // iteration, so no variant always runs right after the same other one (warm caches).
-    for (std::size_t k = 0; k < variants_.size(); ++k) {
-      auto& v = variants_[(static_cast<std::size_t>(iter) + k) % variants_.size()];
+    // In turn, so drift on a shared machine hits every variant alike, in a fresh order each
+    // iteration: a rotation would leave every variant behind the same other one (sync always
+    // after gloo, hvd after none), whose leftovers (caches, ranks out of step) it would inherit.
+    // Seeded by the iteration, so every rank draws the same order.
+    std::vector<std::size_t> order(variants_.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::mt19937 draw(static_cast<std::mt19937::result_type>(iter));
+    std::shuffle(order.begin(), order.end(), draw);
+    for (std::size_t k : order) {
+      auto& v = variants_[k];
       hvd::bench::quiet_barrier(session_.comm());
       const double start = hvd::bench::now_seconds();
       for (int b = 0; b < config_.batches_per_iter; ++b) v->batch();
