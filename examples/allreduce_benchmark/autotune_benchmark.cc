@@ -8,10 +8,11 @@
 //
 // Why every launch settles, not only the tuned one: on the 2-core machine these benchmarks run on,
 // a launch measured after a long settle phase is slower whatever its settings (a hand-set 64 KB
-// launch measured after 150 steps of step + poll reached 0.91-0.95x of one measured at once), so
-// measuring the hand-set launches at once and the tuned one after its search compared process
-// ages, not settings: the tuned launch kept 64 KB, the best hand-set setting, and still scored
-// 0.75-0.89x of it.
+// launch measured after 150 steps of step + poll, with no tuner, reached 0.91x of the best
+// hand-set row measured at once; 0.945x as the median of per-round ratios). So measuring the
+// hand-set launches at once and the tuned one after its search compared process ages, not
+// settings: the tuned launch kept 64 KB / 1 ms / cache on, a hand-set row's own settings, and
+// scored 0.75-0.89x of the best row.
 //
 //   mpirun -np 2 ./autotune_benchmark --label L [--steps 20] [--warmup 3] [--settle-steps 200]
 //       [--results FILE]            one launch: prints and appends "label,bytes/s,threshold,cycle ms,cache,tune steps"
