@@ -50,6 +50,7 @@ if [ "$QUICK" = 1 ]; then
   CT_ARGS=(--max-ranks 64 --seconds 0.05 --slow-cycle-limit 0.5)
   ID_ARGS=(--seconds 1 --settle 0.2 --steps 10)
   SY_ARGS=(--num-warmup-batches 1 --num-batches-per-iter 1 --num-iters 2 --batch-size 8)
+  SG_ARGS=("${SY_ARGS[@]}")
 else
   AR_ARGS=(--rounds 3 --seconds 0.15)
   LA_ARGS=(--rounds 5 --seconds 0.2)
@@ -57,6 +58,7 @@ else
   CT_ARGS=(--seconds 0.3 --slow-cycle-limit 3)
   ID_ARGS=(--seconds 4 --settle 0.5 --steps 100)
   SY_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 25 --batch-size 32)
+  SG_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 10 --batch-size 32)
 fi
 
 SECTIONS="$RAW/sections.md"
@@ -192,6 +194,13 @@ write_note() {
   Horovod's interval (1.96 standard deviations); the total adds the ranks. "Paired median" divides
   each hvd iteration by the other variant's iteration of the same turn and takes the median: the
   machine's speed drifts by 2x within minutes here, and neighbours in time share it.
+  The process keeps the memory it frees (`--host-heap keep`: glibc's `M_MMAP_MAX` 0 and
+  `M_TRIM_THRESHOLD` 1 GiB), as LibTorch's caching allocator does on a GPU. Under glibc's defaults
+  backward hands most activations back to the kernel and the next forward faults them in again;
+  on this VM a page fault is expensive, and how many a rank takes depends on its heap's trim state,
+  which differs between ranks and drifts: the same ratios read 0.68x to 1.15x for that alone. The
+  "page faults per batch" column shows what each variant took; a second, shorter run under glibc's
+  own heap (hvd, sync and none; no targets) shows what a program that leaves glibc alone sees.
 
 METHOD
   cat "$SECTIONS"
@@ -213,6 +222,9 @@ for np in 2 4; do
 done
 run synthetic_np2 "Synthetic training benchmark, np=2" 600 "${MPIRUN[@]}" -np 2 "$EX/synthetic_benchmark/synthetic_benchmark" \
   --model resnet20 --threads 1 --comm all "${SY_ARGS[@]}"
+run synthetic_glibc_np2 "Synthetic training benchmark, np=2, glibc's own heap (no targets)" 300 "${MPIRUN[@]}" -np 2 \
+  "$EX/synthetic_benchmark/synthetic_benchmark" --model resnet20 --threads 1 --comm hvd,sync,none --host-heap glibc \
+  "${SG_ARGS[@]}"
 # Autotune (issue 14): ResNet-50 gradients at np=2, HOROVOD_AUTOTUNE=1 from 64 KB against
 # hand-set fusion thresholds, five alternating rounds of one launch each, every launch after the
 # same 200-step settle phase (about 4 minutes; --quick one round, about 10 s).
