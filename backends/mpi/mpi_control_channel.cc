@@ -8,12 +8,32 @@
 #include <thread>
 
 #include "backends/mpi/mpi_types.h"
+#include "core/blocked_callers.h"
 
 namespace hvd::detail {
 namespace {
 
 void check(int code, const char* call) {
   if (code != MPI_SUCCESS) throw std::runtime_error(mpi_error_message(call, code));
+}
+
+// How long a wait inside a cycle polls while a user thread of this process is blocked on a
+// result (BlockedCallers): that thread's core is idle, and each sleep would delay the result.
+// Ranks in a cycle reach each round within tens of microseconds unless one was descheduled;
+// past this the wait sleeps as usual. Measured at np=2 on 2 cores (latency_benchmark): a
+// synchronous 4-byte allreduce took 33 us, a broadcast 33-36 us, a barrier 43 us, against
+// 73-126, 78-81 and 68-74 us with the sleeping waits alone.
+constexpr auto kPollWhileBlocked = std::chrono::milliseconds(2);
+
+// Polls until the request completes (true), or no user thread is blocked any more, or
+// kPollWhileBlocked has passed (false).
+bool poll_while_callers_blocked(MPI_Request* request) {
+  const auto until = std::chrono::steady_clock::now() + kPollWhileBlocked;
+  int done = 0;
+  do {
+    check(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  } while (!done && BlockedCallers::any() && std::chrono::steady_clock::now() < until);
+  return done != 0;
 }
 
 }  // namespace
@@ -46,9 +66,14 @@ std::atomic<bool> MpiControlChannel::oversubscribed_{false};
 void MpiControlChannel::set_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
 
 void MpiControlChannel::wait(MPI_Request* request) {
+  const bool may_poll = !oversubscribed_.load(std::memory_order_relaxed);
+  if (may_poll && BlockedCallers::any() && poll_while_callers_blocked(request)) {
+    poll_next_wait_ = true;
+    return;
+  }
   // A wait that sleeps takes at least one sleep's overshoot, short or not: so after long waits
   // every eighth one polls again, to find out whether the ranks are back in step.
-  const bool poll = !oversubscribed_.load(std::memory_order_relaxed) && (poll_next_wait_ || ++sleeping_waits_ % 8 == 0);
+  const bool poll = may_poll && (poll_next_wait_ || ++sleeping_waits_ % 8 == 0);
   const auto begin = std::chrono::steady_clock::now();
   wait_without_spinning(request, poll);
   poll_next_wait_ = std::chrono::steady_clock::now() - begin < 2 * kPoll;

@@ -1,6 +1,7 @@
 // ControlChannel over MPI on a dedicated communicator. Uses nonblocking collectives and waits
 // with a short sleeping backoff instead of Open MPI's busy-polling blocking calls, so an idle
-// or waiting background thread leaves the cores to training. Background thread only.
+// or waiting background thread leaves the cores to training; it polls only where that takes no
+// core from anyone (a user thread is blocked on the result). Background thread only.
 #pragma once
 
 #include <mpi.h>
@@ -37,7 +38,9 @@ class MpiControlChannel final : public ControlChannel {
   void close();
 
  private:
-  // wait_without_spinning, polling first only if the previous wait was short (the ranks in step).
+  // Polls for up to 2 ms while a user thread is blocked in Handle::wait() (BlockedCallers);
+  // otherwise, or after that, wait_without_spinning, polling first only if the previous wait
+  // was short (the ranks in step).
   void wait(MPI_Request* request);
   // Rank 0: whether some rank has asked for cycle `cycle` (or a later one) by now.
   bool asked_by_another(std::uint64_t cycle);

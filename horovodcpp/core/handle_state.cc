@@ -1,5 +1,7 @@
 #include "core/handle_state.h"
 
+#include "core/blocked_callers.h"
+
 namespace hvd::detail {
 
 void HandleState::complete_entry(int index, const Status& entry_status, TensorPtr output) {
@@ -30,7 +32,10 @@ bool HandleState::done() const {
 
 Status HandleState::wait() const {
   std::unique_lock<std::mutex> lock(mutex);
-  cv.wait(lock, [this] { return pending <= 0; });
+  if (pending > 0) {
+    BlockedCallers::Scope blocked;
+    cv.wait(lock, [this] { return pending <= 0; });
+  }
   return status;
 }
 

@@ -1,0 +1,23 @@
+// How many user threads are blocked in Handle::wait() right now. While one is, the core it ran
+// on has nothing to do, and the result it waits for comes only as fast as the background thread
+// gets through the cycle: so the background thread's waits inside a cycle may poll that core
+// instead of sleeping between looks. A sleep costs tens to hundreds of microseconds per round,
+// and every round waits for the rank that slept longest.
+#pragma once
+
+namespace hvd::detail {
+
+class BlockedCallers {
+ public:
+  // Counts the calling thread as blocked for its lifetime.
+  class Scope {
+   public:
+    Scope();
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+  };
+  static bool any();
+};
+
+}  // namespace hvd::detail
