@@ -86,27 +86,32 @@ class MpiAllreduce final : public MpiOp {
     std::vector<TensorTableEntry*> direct, packed;
     for (auto& e : entries)
       (entries.size() == 1 || e.input->size_bytes() >= kDirectBytes ? direct : packed).push_back(&e);
+    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group().size() : 1.0;
+    const double prescale = response.prescale_factor, postscale = response.postscale_factor * average;
     std::int64_t packed_count = 0;
     void* buffer = nullptr;
     if (!packed.empty()) {
       Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
-      buffer = pack(packed, &packed_count);
+      buffer = pack(packed, prescale, &packed_count);
     }
     for (auto* e : direct)
-      if (e->input->data() != e->output->data()) copy_bytes(e->output->data(), e->input->data(), e->input->size_bytes());
+      copy_scaled(e->output->data(), e->input->data(), e->input->num_elements(), response.dtype, prescale);
     Status status = Status::ok();
     {
       Activity a(context_.timeline, entries, "MPI_ALLREDUCE");
       if (buffer != nullptr) status = reduce(buffer, packed_count, response);
       for (auto* e : direct)
-        if (status.is_ok()) status = reduce(e->output->data(), e->output->num_elements(), response);
+        if (status.is_ok()) {
+          status = reduce(e->output->data(), e->output->num_elements(), response);
+          if (status.is_ok()) scale_host_buffer(e->output->data(), e->output->num_elements(), response.dtype, postscale);
+        }
     }
     if (!status.is_ok()) return status;
     if (!packed.empty()) {
       Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
       const auto* at = static_cast<const unsigned char*>(buffer);
       for (auto* e : packed) {
-        copy_bytes(e->output->data(), at, e->output->size_bytes());
+        copy_scaled(e->output->data(), at, e->output->num_elements(), response.dtype, postscale);
         at += e->output->size_bytes();
       }
     }
@@ -114,27 +119,24 @@ class MpiAllreduce final : public MpiOp {
   }
 
  private:
-  void* pack(const std::vector<TensorTableEntry*>& packed, std::int64_t* count) {
+  // Copies the tensors into the fusion buffer, prescaled on the way.
+  void* pack(const std::vector<TensorTableEntry*>& packed, double prescale, std::int64_t* count) {
     std::int64_t bytes = 0;
     for (const auto* e : packed) bytes += e->input->size_bytes();
     *count = bytes / dtype_size(packed.front()->input->dtype());
     void* buffer = context_.host_fusion_buffer.get(static_cast<std::size_t>(bytes));
     auto* at = static_cast<unsigned char*>(buffer);
     for (const auto* e : packed) {
-      copy_bytes(at, e->input->data(), e->input->size_bytes());
+      copy_scaled(at, e->input->data(), e->input->num_elements(), e->input->dtype(), prescale);
       at += e->input->size_bytes();
     }
     return buffer;
   }
 
-  // Prescale, allreduce and postscale (with the 1/size of Average) of `count` elements in place.
+  // The allreduce of `count` elements in place; the caller scales before and after, folded into
+  // the copies through the fusion buffer where there are copies.
   Status reduce(void* buffer, std::int64_t count, const Response& response) {
-    scale_host_buffer(buffer, count, response.dtype, response.prescale_factor);
-    Status status = world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
-    if (!status.is_ok()) return status;
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group().size() : 1.0;
-    scale_host_buffer(buffer, count, response.dtype, response.postscale_factor * average);
-    return Status::ok();
+    return world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
   }
 };
 

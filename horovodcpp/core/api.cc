@@ -246,6 +246,13 @@ bool mpi_built() { return detail::compiled_features().mpi; }
 bool nccl_built() { return detail::compiled_features().nccl; }
 bool cuda_built() { return detail::compiled_features().cuda; }
 
+SubmissionBatch::SubmissionBatch() { runtime("hvd::SubmissionBatch").begin_batch(); }
+
+// The runtime is never freed after init (only stopped), so the one that began the batch is here.
+SubmissionBatch::~SubmissionBatch() {
+  if (detail::Runtime* rt = g_published.load(std::memory_order_acquire)) rt->end_batch();
+}
+
 Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions& options, ReadyEventPtr ready) {
   auto& rt = runtime("hvd::allreduce");
   const std::string name = name_or_generated(rt, options.name, "allreduce", options.process_set);

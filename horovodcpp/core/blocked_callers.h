@@ -18,6 +18,8 @@ class BlockedCallers {
     Scope& operator=(const Scope&) = delete;
   };
   static bool any();
+  // The core the most recently blocked user thread ran on (-1 before any).
+  static int last_cpu();
 };
 
 }  // namespace hvd::detail

@@ -4,15 +4,12 @@
 
 namespace hvd::detail {
 
-void HandleState::complete_entry(int index, const Status& entry_status, TensorPtr output) {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (pending <= 0) return;  // completed already (e.g. failed at shutdown)
-    if (!entry_status.is_ok() && status.is_ok()) status = entry_status;
-    if (index >= 0 && index < static_cast<int>(outputs.size())) outputs[index] = std::move(output);
-    --pending;
-  }
-  cv.notify_all();
+bool HandleState::record_entry(int index, const Status& entry_status, TensorPtr output) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (pending <= 0) return false;  // completed already (e.g. failed at shutdown)
+  if (!entry_status.is_ok() && status.is_ok()) status = entry_status;
+  if (index >= 0 && index < static_cast<int>(outputs.size())) outputs[index] = std::move(output);
+  return --pending == 0;
 }
 
 void HandleState::fail_all(const Status& failure) {

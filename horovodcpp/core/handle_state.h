@@ -16,7 +16,16 @@ struct HandleState {
   explicit HandleState(int entries) : pending(entries), outputs(entries) {}
 
   // Records one entry's outcome; the first failure wins. Thread-safe.
-  void complete_entry(int index, const Status& status, TensorPtr output);
+  void complete_entry(int index, const Status& status, TensorPtr output) {
+    if (record_entry(index, status, output)) wake();
+  }
+  // complete_entry in two halves, for a thread that completes many handles at once: it records
+  // them all, then wakes the waiters of those that completed. Woken per entry, a user thread
+  // waiting on the handles one by one would block again on the next, at two context switches
+  // per handle (on a shared core, sixty gradients cost half a millisecond that way).
+  // record_entry returns whether that entry completed the handle.
+  bool record_entry(int index, const Status& status, TensorPtr output);
+  void wake() { cv.notify_all(); }
   // Completes every entry still pending with `status` (the watchdog, when the background
   // thread is stuck and will never complete them). Thread-safe; later completions are ignored.
   void fail_all(const Status& status);

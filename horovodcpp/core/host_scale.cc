@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/copy_bytes.h"
 #include "core/half.h"
 
 namespace hvd::detail {
@@ -9,41 +10,56 @@ namespace {
 
 // Integers round to nearest: 1/3 is inexact in binary, and truncating 6 * (1/3) would give 1.
 template <class T>
-void scale_integer(void* data, std::int64_t count, double factor) {
-  T* p = static_cast<T*>(data);
-  for (std::int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(std::llround(p[i] * factor));
+void scale_integer(T* to, const T* from, std::int64_t count, double factor) {
+  for (std::int64_t i = 0; i < count; ++i) to[i] = static_cast<T>(std::llround(from[i] * factor));
 }
 
 template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
-void scale_16(void* data, std::int64_t count, double factor) {
-  auto* p = static_cast<std::uint16_t*>(data);
+void scale_16(std::uint16_t* to, const std::uint16_t* from, std::int64_t count, double factor) {
   const float f = static_cast<float>(factor);
-  for (std::int64_t i = 0; i < count; ++i) p[i] = FromFloat(ToFloat(p[i]) * f);
+  for (std::int64_t i = 0; i < count; ++i) to[i] = FromFloat(ToFloat(from[i]) * f);
+}
+
+template <class T, class F>
+void scale_floating(T* to, const T* from, std::int64_t count, F factor) {
+  for (std::int64_t i = 0; i < count; ++i) to[i] = from[i] * factor;
+}
+
+template <class T>
+T* as(void* p) {
+  return static_cast<T*>(p);
+}
+template <class T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
 }
 
 }  // namespace
 
-void scale_host_buffer(void* data, std::int64_t count, DataType dtype, double factor) {
-  if (factor == 1.0 || count == 0) return;
-  switch (dtype) {
-    case DataType::UInt8: return scale_integer<std::uint8_t>(data, count, factor);
-    case DataType::Int8: return scale_integer<std::int8_t>(data, count, factor);
-    case DataType::Int32: return scale_integer<std::int32_t>(data, count, factor);
-    case DataType::Int64: return scale_integer<std::int64_t>(data, count, factor);
-    case DataType::Float16: return scale_16<half_to_float, float_to_half>(data, count, factor);
-    case DataType::BFloat16: return scale_16<bfloat16_to_float, float_to_bfloat16>(data, count, factor);
-    case DataType::Float32: {
-      float* p = static_cast<float*>(data);
-      const float f = static_cast<float>(factor);
-      for (std::int64_t i = 0; i < count; ++i) p[i] *= f;
-      return;
-    }
-    case DataType::Float64: {
-      double* p = static_cast<double*>(data);
-      for (std::int64_t i = 0; i < count; ++i) p[i] *= factor;
-      return;
-    }
+void copy_scaled(void* to, const void* from, std::int64_t count, DataType dtype, double factor) {
+  if (count <= 0) return;
+  if (factor == 1.0) {
+    if (to != from) copy_bytes(to, from, count * dtype_size(dtype));
+    return;
   }
+  switch (dtype) {
+    case DataType::UInt8: return scale_integer(as<std::uint8_t>(to), as<std::uint8_t>(from), count, factor);
+    case DataType::Int8: return scale_integer(as<std::int8_t>(to), as<std::int8_t>(from), count, factor);
+    case DataType::Int32: return scale_integer(as<std::int32_t>(to), as<std::int32_t>(from), count, factor);
+    case DataType::Int64: return scale_integer(as<std::int64_t>(to), as<std::int64_t>(from), count, factor);
+    case DataType::Float16:
+      return scale_16<half_to_float, float_to_half>(as<std::uint16_t>(to), as<std::uint16_t>(from), count, factor);
+    case DataType::BFloat16:
+      return scale_16<bfloat16_to_float, float_to_bfloat16>(as<std::uint16_t>(to), as<std::uint16_t>(from), count,
+                                                            factor);
+    case DataType::Float32:
+      return scale_floating(as<float>(to), as<float>(from), count, static_cast<float>(factor));
+    case DataType::Float64: return scale_floating(as<double>(to), as<double>(from), count, factor);
+  }
+}
+
+void scale_host_buffer(void* data, std::int64_t count, DataType dtype, double factor) {
+  copy_scaled(data, data, count, dtype, factor);
 }
 
 }  // namespace hvd::detail

@@ -1,5 +1,5 @@
-// Multiplies a host buffer by a factor in place, for pre/postscale and Average. Integers are
-// scaled through double and rounded to nearest; float16/bfloat16 through float.
+// Multiplies host data by a factor, for pre/postscale and Average. Integers are scaled through
+// double and rounded to nearest; float16/bfloat16 through float.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,13 @@
 
 namespace hvd::detail {
 
+// In place.
 void scale_host_buffer(void* data, std::int64_t count, DataType dtype, double factor);
+
+// Writes `count` elements of `from`, each times `factor`, to `to` (a plain copy when the factor is
+// 1). One pass instead of a copy and a scale: on a fused buffer that MPI has just written, the
+// pass pulls every line from wherever the transfer left it, and a second pass would do so again.
+// `to` and `from` may be the same buffer, but must not otherwise overlap.
+void copy_scaled(void* to, const void* from, std::int64_t count, DataType dtype, double factor);
 
 }  // namespace hvd::detail

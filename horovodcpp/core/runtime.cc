@@ -188,6 +188,7 @@ void Runtime::track(const std::shared_ptr<HandleState>& state) {
 }
 
 void Runtime::set_up_on_world() {
+  placement_ = BackgroundPlacement(BackgroundPlacement::cores_full(topology_.local_size));
   op_context_.reset(new OpContext{settings_, *world_, timeline_, fusion_buffer_,
                                   [this](std::vector<TensorTableEntry>& entries, const Status& status) {
                                     finish(entries, status);
@@ -287,6 +288,7 @@ void Runtime::run_loop() {
       return;
     }
     const auto cycle_start = std::chrono::steady_clock::now();
+    placement_.follow_blocked_caller();
     last_cycle_start_ = cycle_start;
     if (abandoned_.load()) return;  // the watchdog failed everything already; touch nothing
     progress_.enter_cycle(controller_->stats().cycles + 1);
@@ -467,6 +469,7 @@ void Runtime::execute(const Response& response, ProcessSetState& set) {
 }
 
 void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& status) {
+  std::vector<HandleState*> completed;
   for (auto& e : entries) {
     if (timeline_.enabled()) {
       TimelineArgs args = tensor_args(e);
@@ -475,8 +478,9 @@ void Runtime::finish(std::vector<TensorTableEntry>& entries, const Status& statu
     }
     if (!e.handle) continue;
     if (!e.received_splits.empty()) e.handle->received_splits = e.received_splits;  // alltoall
-    e.handle->complete_entry(e.handle_index, status, e.output);
+    if (e.handle->record_entry(e.handle_index, status, e.output)) completed.push_back(e.handle.get());
   }
+  for (HandleState* handle : completed) handle->wake();  // after all: see HandleState::record_entry
 }
 
 // Backends first (they may still use the world), then the timeline, then MPI itself.

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/background_placement.h"
 #include "core/backend.h"
 #include "core/controller.h"
 #include "core/fusion_buffer.h"
@@ -67,6 +68,9 @@ class Runtime {
   // not registered or this rank is not in it.
   std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
                                        int process_set_id = 0);
+  // hvd::SubmissionBatch on the calling thread (TensorQueue::begin_batch).
+  void begin_batch() { queue_.begin_batch(); }
+  void end_batch() { queue_.end_batch(); }
   // The global ranks of a registered set this rank belongs to; throws hvd::Error otherwise,
   // naming `op` and the set. Any thread.
   std::vector<int> process_set_ranks(int process_set_id, const std::string& op);
@@ -128,6 +132,7 @@ class Runtime {
   Topology topology_;
   Timeline timeline_;
   TensorQueue queue_;
+  BackgroundPlacement placement_;  // background thread only
   FusionBuffer fusion_buffer_;
   OpRegistry registry_;
   std::unique_ptr<World> world_;

@@ -34,6 +34,8 @@ SettleWindow::Clock::duration SettleWindow::gap() const {
 
 SettleWindow::Clock::time_point SettleWindow::due() const {
   if (leading()) return first_waiting_ + longest_hold_;
+  if (announced_) return std::min(announced_at_, first_waiting_ + longest_hold_);
+  if (batches_open_ > 0) return first_waiting_ + longest_hold_;
   return std::min(last_arrival_ + gap(), first_waiting_ + longest_hold_);
 }
 

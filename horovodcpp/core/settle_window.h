@@ -12,7 +12,11 @@
 // A rank that leads (its recent cycles found what it submitted not yet submitted by others, more
 // often than chance) holds every start for the longest hold: the last rank to submit starts the cycle that can
 // release the tensors, and this rank's waiting submissions join it, so starting early would only
-// add a cycle that releases nothing. Not thread-safe: the TensorQueue calls it under its lock.
+// add a cycle that releases nothing.
+//
+// A thread that submits a known set in a row says where it ends (hvd::SubmissionBatch): the set
+// is held while it is submitted and due as soon as it is complete, with no gap to wait out.
+// Not thread-safe: the TensorQueue calls it under its lock.
 #pragma once
 
 #include <chrono>
@@ -27,7 +31,17 @@ class SettleWindow {
   // A submission arrived at `now`; `burst` says whether earlier submissions were still in flight.
   void on_arrival(Clock::time_point now, bool burst);
   // The waiting submissions were taken for a cycle.
-  void on_cycle_start() { waiting_ = false; }
+  void on_cycle_start() {
+    waiting_ = false;
+    announced_ = false;
+  }
+  // A batch of submissions ended (hvd::SubmissionBatch): what waits is due now, unless this
+  // rank leads. While batches are open, what waits is held up to the longest hold.
+  void on_announce(Clock::time_point now) {
+    announced_ = true;
+    announced_at_ = now;
+  }
+  void set_batches_open(int open) { batches_open_ = open; }
   // When the waiting submissions should start a cycle (meaningful while some are waiting).
   Clock::time_point due() const;
   // The current quiet gap: eight average burst intervals, at most the longest hold.
@@ -47,8 +61,9 @@ class SettleWindow {
   double average_interval_ns_ = 0;  // exponential moving average of burst intervals
   double ahead_share_ = 0;          // moving average of record_start(true)
   int ranks_ = 2;
-  bool waiting_ = false;
-  Clock::time_point first_waiting_{}, last_arrival_{};
+  int batches_open_ = 0;
+  bool waiting_ = false, announced_ = false;
+  Clock::time_point first_waiting_{}, last_arrival_{}, announced_at_{};
 };
 
 }  // namespace hvd::detail

@@ -3,6 +3,25 @@
 #include <algorithm>
 
 namespace hvd::detail {
+namespace {
+thread_local int t_batch_depth = 0;  // open batches on this thread
+}  // namespace
+
+void TensorQueue::begin_batch() {
+  if (t_batch_depth++ > 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  settle_.set_batches_open(++open_batches_);
+}
+
+void TensorQueue::end_batch() {
+  if (t_batch_depth == 0 || --t_batch_depth > 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    settle_.set_batches_open(--open_batches_);
+    if (!requests_.empty()) settle_.on_announce(std::chrono::steady_clock::now());
+  }
+  requests_arrived_.notify_all();
+}
 
 std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
                                             const std::function<void(const std::vector<Request>&)>& accepted) {
@@ -25,8 +44,9 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
     table_.emplace(std::move(key), std::move(e));
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
-  settle_.on_arrival(std::chrono::steady_clock::now(), burst);
-  requests_arrived_.notify_all();
+  const bool batched = t_batch_depth > 0;
+  settle_.on_arrival(std::chrono::steady_clock::now(), burst && !batched);
+  if (!batched) requests_arrived_.notify_all();
   return std::nullopt;
 }
 

@@ -28,6 +28,12 @@ class TensorQueue {
   // can see the requests (the timeline opens their negotiations there).
   std::optional<std::string> add(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
                                  const std::function<void(const std::vector<Request>&)>& accepted = {});
+  // A batch of submissions on the calling thread (hvd::SubmissionBatch; nests). Its adds do not
+  // wake the background thread and their intervals do not count as a burst's; while any batch is
+  // open, waiting requests are held up to the longest hold. The outermost end wakes the
+  // background thread and makes what waits due at once.
+  void begin_batch();
+  void end_batch();
   // Takes every waiting request (the cycle starts).
   std::vector<Request> pop_requests();
   // Blocks until the waiting requests are due to start a cycle (see SettleWindow) and returns
@@ -53,6 +59,7 @@ class TensorQueue {
   std::map<Key, TensorTableEntry> table_;
   std::vector<Request> requests_;
   SettleWindow settle_{std::chrono::milliseconds(1)};
+  int open_batches_ = 0;  // threads inside a batch
   bool closed_ = false;
   std::string closed_reason_;
 };

@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "tensor_adapter.h"
@@ -286,6 +287,13 @@ std::string GradientReducer::reduce_all() {
   float* here = present.data_ptr<float>();
   std::vector<bool> filled(slots_.size(), false);
   std::string failure;
+  // The round's allreduces reach the background thread together and start a cycle at once.
+  std::optional<hvd::SubmissionBatch> batch;
+  try {
+    batch.emplace();
+  } catch (const Error&) {
+    // Stopped: each allreduce below fails on its own, naming its parameter.
+  }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     Slot& slot = slots_[i];
     if (!takes_part(slot)) continue;
@@ -305,6 +313,7 @@ std::string GradientReducer::reduce_all() {
   flags.name = options_.name + "#gradients_present";
   auto present_wire = wrap(present);
   hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, flags);
+  batch.reset();
   const std::string wait_failure = write_back();
   try {
     present_handle.wait();

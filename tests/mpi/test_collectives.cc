@@ -55,6 +55,43 @@ TEST_CASE("allreduce: in place, prescale and postscale on every dtype", "[allred
   }
 }
 
+// A SubmissionBatch puts these in one cycle, so each dtype's tensors fuse, and the factors are
+// applied on the way into and out of the fusion buffer: in place and into another output alike.
+TEST_CASE("allreduce: fused tensors of every dtype with prescale and postscale, in a batch", "[allreduce][fusion][batch]") {
+  const int rank = hvd::rank(), size = hvd::size();
+  auto base = [&](std::int64_t i) { return (rank + 1) * (i % 2 + 1); };
+  std::vector<std::shared_ptr<HostTensor>> in_place, sources, outputs;
+  std::vector<Handle> handles;
+  {
+    SubmissionBatch batch;
+    for (DataType dtype : kEveryDtype)
+      for (int k = 0; k < 3; ++k) {
+        const std::string tag = std::string(dtype_name(dtype)) + "." + std::to_string(k);
+        in_place.push_back(filled(dtype, {k + 2}, [&](std::int64_t i) { return 2 * base(i); }));
+        handles.push_back(allreduce_async(in_place.back(), in_place.back(),
+                                          {ReduceOp::Average, "batch.inplace." + tag, 0.5, 4.0}));
+        sources.push_back(filled(dtype, {k + 3}, base));
+        outputs.push_back(filled(dtype, {k + 3}, [](std::int64_t) { return 0; }));
+        handles.push_back(allreduce_async(sources.back(), outputs.back(), {ReduceOp::Sum, "batch.out." + tag, 2.0, 3.0}));
+      }
+  }
+  for (auto& h : handles) h.wait();
+  for (std::size_t t = 0; t < in_place.size(); ++t) {
+    INFO("tensor " << t << " of " << dtype_name(in_place[t]->dtype()));
+    CHECK(count_mismatches(*in_place[t], [&](std::int64_t i) { return 2.0 * (size + 1) * (i % 2 + 1); }) == 0);
+    CHECK(count_mismatches(*outputs[t], [&](std::int64_t i) { return 6 * size * (size + 1) / 2.0 * (i % 2 + 1); }) == 0);
+    CHECK(count_mismatches(*sources[t], base) == 0);  // the input is left as it was
+  }
+}
+
+TEST_CASE("a handle waited on inside its open batch still completes", "[allreduce][batch]") {
+  const int size = hvd::size();
+  SubmissionBatch batch;
+  auto t = filled(DataType::Float32, {4}, [](std::int64_t i) { return i; });
+  allreduce_async(t, t, {ReduceOp::Sum, "batch.waited.inside"}).wait();  // released by the hold
+  CHECK(count_mismatches(*t, [&](std::int64_t i) { return static_cast<double>(size * i); }) == 0);
+}
+
 TEST_CASE("allreduce: many tensors at once are fused and each gets its own result", "[allreduce][fusion]") {
   const int rank = hvd::rank(), size = hvd::size();
   std::vector<std::shared_ptr<HostTensor>> tensors;

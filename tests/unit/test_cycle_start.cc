@@ -209,3 +209,38 @@ TEST_CASE("a rank whose submissions are usually missing elsewhere holds its star
   window.set_ranks(2);
   CHECK(window.leading());
 }
+
+TEST_CASE("a batch is held while it is submitted and due as soon as it ends", "[cycle_start][settle]") {
+  const auto hold = std::chrono::microseconds(1000);
+  SettleWindow window(hold);
+  auto t = Clock::now();
+  // Outside a batch a lone submission is due at once (no burst seen yet).
+  window.on_arrival(t, false);
+  CHECK(window.due() == t);
+  window.on_cycle_start();
+  // Inside one, submissions wait for its end, at most the longest hold.
+  window.set_batches_open(1);
+  t += std::chrono::milliseconds(5);
+  const auto first = t;
+  for (int i = 0; i < 3; ++i) {
+    window.on_arrival(t, false);
+    t += std::chrono::microseconds(2);
+  }
+  CHECK(window.due() == first + hold);
+  // Its end makes them due then, with no gap to wait out.
+  window.set_batches_open(0);
+  window.on_announce(t);
+  CHECK(window.due() == t);
+  window.on_cycle_start();
+  // The announcement does not outlive the cycle that took the batch.
+  window.on_arrival(t + std::chrono::microseconds(500), false);
+  CHECK(window.due() == t + std::chrono::microseconds(500) + window.gap());
+  window.on_cycle_start();
+  // A leading rank still holds a batch for the longest hold: the others start the cycle.
+  for (int i = 0; i < 20; ++i) window.record_start(true);
+  REQUIRE(window.leading());
+  t += std::chrono::milliseconds(5);
+  window.on_arrival(t, false);
+  window.on_announce(t + std::chrono::microseconds(3));
+  CHECK(window.due() == t + hold);
+}

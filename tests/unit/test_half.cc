@@ -43,3 +43,49 @@ TEST_CASE("scaling works for every dtype", "[half]") {
   scale_host_buffer(&d, 1, hvd::DataType::Float64, 1.0 / 3);
   REQUIRE(d == Approx(1.0));
 }
+
+// copy_scaled is the fusion buffer's copy in (with the prescale) and out (with the postscale and
+// Average's 1/size) in one pass: it must give what a copy and then scale_host_buffer gave.
+TEST_CASE("copy_scaled writes the scaled source and leaves the source alone", "[half]") {
+  const std::int32_t ints[4] = {10, -7, 3, 0};
+  std::int32_t int_out[4] = {99, 99, 99, 99};
+  copy_scaled(int_out, ints, 4, hvd::DataType::Int32, 0.5);
+  CHECK(int_out[0] == 5);
+  CHECK(int_out[1] == -4);  // rounded as scale_host_buffer rounds
+  CHECK(int_out[2] == 2);
+  CHECK(int_out[3] == 0);
+  CHECK(ints[1] == -7);
+  const std::uint8_t bytes[3] = {200, 3, 1};
+  std::uint8_t byte_out[3] = {};
+  copy_scaled(byte_out, bytes, 3, hvd::DataType::UInt8, 0.25);
+  CHECK(byte_out[0] == 50);
+  CHECK(byte_out[1] == 1);  // 0.75 rounds to nearest
+  CHECK(byte_out[2] == 0);
+  const std::uint16_t halves[2] = {float_to_half(3.0f), float_to_half(-1.0f)};
+  std::uint16_t half_out[2] = {};
+  copy_scaled(half_out, halves, 2, hvd::DataType::Float16, 4.0);
+  CHECK(half_to_float(half_out[0]) == 12.0f);
+  CHECK(half_to_float(half_out[1]) == -4.0f);
+  const float floats[5] = {1.5f, -2.0f, 0.0f, 1e-40f, 3.0f};
+  float float_out[5] = {};
+  copy_scaled(float_out, floats, 5, hvd::DataType::Float32, 0.5);
+  for (int i = 0; i < 5; ++i) CHECK(float_out[i] == floats[i] * 0.5f);
+  const double doubles[2] = {3.0, -6.0};
+  double double_out[2] = {};
+  copy_scaled(double_out, doubles, 2, hvd::DataType::Float64, 1.0 / 3);
+  CHECK(double_out[0] == Approx(1.0));
+  CHECK(double_out[1] == Approx(-2.0));
+}
+
+TEST_CASE("copy_scaled with factor 1 is a plain copy, and in place it equals scale_host_buffer", "[half]") {
+  const std::int64_t big[3] = {(std::int64_t{1} << 62) + 1, -5, 7};
+  std::int64_t copied[3] = {};
+  copy_scaled(copied, big, 3, hvd::DataType::Int64, 1.0);
+  for (int i = 0; i < 3; ++i) CHECK(copied[i] == big[i]);  // exact: not through double
+  std::int32_t a[4] = {9, -9, 1, 4}, b[4] = {9, -9, 1, 4};
+  copy_scaled(a, a, 4, hvd::DataType::Int32, 1.0 / 3);
+  scale_host_buffer(b, 4, hvd::DataType::Int32, 1.0 / 3);
+  for (int i = 0; i < 4; ++i) CHECK(a[i] == b[i]);
+  CHECK(a[0] == 3);
+  copy_scaled(nullptr, nullptr, 0, hvd::DataType::Float32, 2.0);  // an empty tensor's null data
+}

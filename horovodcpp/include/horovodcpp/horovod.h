@@ -213,6 +213,21 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
                                    const ReducescatterOptions& options = {},
                                    std::vector<ReadyEventPtr> ready = {});
 
+// Operations submitted on this thread while a SubmissionBatch lives reach the background thread
+// together when the outermost one ends: one wake-up instead of one per operation, and they
+// start a negotiation cycle at once instead of after the gap that lets a burst of separate
+// submissions settle. For a thread that submits a known set in a row (DistributedOptimizer does,
+// for the gradients it holds to the end of backward). An operation of an open batch waits for
+// its end, or at most HOROVOD_CYCLE_TIME: wait on its handle after the batch. Throws hvd::Error
+// when horovodcpp is not running.
+class SubmissionBatch {
+ public:
+  SubmissionBatch();
+  ~SubmissionBatch();
+  SubmissionBatch(const SubmissionBatch&) = delete;
+  SubmissionBatch& operator=(const SubmissionBatch&) = delete;
+};
+
 // Blocks until every rank of the set has called barrier().
 void barrier(const ProcessSet& process_set = {});
 // Called by a rank that has run out of data: it keeps serving allreduces in the set with zeros
