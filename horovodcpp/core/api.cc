@@ -240,6 +240,9 @@ TunableParameters tuned_parameters() {
 bool autotune_decided() {
   return initialized_runtime("hvd::detail::autotune_decided()").autotune_decided();
 }
+void request_parameters(const TunableParameters& p) {
+  initialized_runtime("hvd::detail::request_parameters()").request_parameters(p);
+}
 }  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }

@@ -15,5 +15,10 @@ TunableParameters tuned_parameters();
 // so other ranks always answer true. Its final decision takes effect on every rank in the
 // global cycle after it was made.
 bool autotune_decided();
+// Benchmarks: called on rank 0, every rank switches to `p` in one later global cycle, as an
+// autotune decision would (a cycle needs work: keep submitting, and read tuned_parameters() to
+// see it applied). On other ranks it changes nothing. Throws hvd::Error while autotune is still
+// deciding on this rank, or naming a value out of range.
+void request_parameters(const TunableParameters& p);
 
 }  // namespace hvd::detail

@@ -84,6 +84,11 @@ class Runtime {
   // False while this rank's autotuner is still deciding (rank 0 with HOROVOD_AUTOTUNE=1 only;
   // its final decision takes effect on every rank in a later cycle). Any thread.
   bool autotune_decided() const;
+  // Benchmarks and tests: on rank 0, asks every rank to switch to `p` in a later global cycle,
+  // carried and applied like an autotune decision (the same cycle everywhere); on other ranks it
+  // changes nothing. Throws hvd::Error while this rank's autotuner is still deciding, or naming a
+  // value out of range. Any thread.
+  void request_parameters(const TunableParameters& p);
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
   std::string generate_name(const std::string& prefix);
 
@@ -170,6 +175,8 @@ class Runtime {
   ControllerStats stats_;  // published by the background thread once per cycle
   TunableParameters tuned_;  // published when parameters take effect
   bool autotune_decided_ = true;  // published by the background thread
+  std::optional<TunableParameters> requested_;  // request_parameters(), until rank 0 proposes it
+  std::atomic<bool> has_request_{false};        // lets each cycle skip the lock when none waits
 
   std::mutex names_mutex_;
   std::map<std::string, long long> name_counters_;

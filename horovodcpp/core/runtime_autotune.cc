@@ -1,7 +1,8 @@
 // The Runtime's side of autotune (HOROVOD_AUTOTUNE=1): rank 0's ParameterManager measures each
 // global cycle and decides; the global Controller carries a decision to every rank and applies
 // it in one cycle (controller.h, step 2b); here the cycle time (the settle window's longest hold)
-// and the other process sets follow.
+// and the other process sets follow. A benchmark may also ask for parameters of its own
+// (request_parameters), which travel the same way once the tuner is done.
 #include <mutex>
 
 #include "core/logging.h"
@@ -35,6 +36,15 @@ void Runtime::autotune_after_cycle(const ResponseList& list, std::chrono::steady
     tuned_ = *applied;
     log_debug("autotune: now " + describe(*applied));
   }
+  if (has_request_.load(std::memory_order_acquire)) {
+    std::optional<TunableParameters> requested;
+    {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      requested.swap(requested_);
+      has_request_.store(false, std::memory_order_release);
+    }
+    if (requested) controller_->propose(*requested);
+  }
   if (!tuner_ || tuner_->done()) return;
   autotune_keys_.clear();  // reused: this runs after every cycle on the thread that drives MPI
   std::int64_t bytes = 0;
@@ -55,6 +65,19 @@ void Runtime::autotune_after_cycle(const ResponseList& list, std::chrono::steady
 TunableParameters Runtime::tuned_parameters() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return tuned_;
+}
+
+void Runtime::request_parameters(const TunableParameters& p) {
+  if (!in_range(p))
+    throw Error("hvd::detail::request_parameters: out of range (" + describe(p) +
+                "): the threshold must be >= 0 and the cycle time in (0, 60000] ms");
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (!autotune_decided_)
+    throw Error("hvd::detail::request_parameters(" + describe(p) +
+                "): HOROVOD_AUTOTUNE=1 is still deciding on this rank; ask once hvd::detail::autotune_decided()");
+  if (topology_.rank != 0) return;  // rank 0 proposes for everyone
+  requested_ = p;
+  has_request_.store(true, std::memory_order_release);
 }
 
 bool Runtime::autotune_decided() const {

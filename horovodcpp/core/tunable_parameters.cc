@@ -31,6 +31,10 @@ std::string describe(const TunableParameters& p) {
   return out.str();
 }
 
+bool in_range(const TunableParameters& p) {
+  return p.fusion_threshold_bytes >= 0 && p.cycle_time_ms > 0 && p.cycle_time_ms <= kMaxCycleTimeMs;
+}
+
 std::vector<std::uint8_t> encode(const TunableParameters& p) {
   std::vector<std::uint8_t> out;
   out.reserve(kEncodedSize);
@@ -52,8 +56,7 @@ TunableParameters decode_tunable_parameters(const std::vector<std::uint8_t>& byt
   std::memcpy(&p.cycle_time_ms, &cycle_bits, sizeof cycle_bits);
   if (bytes[16] > 1) throw CodecError("corrupt tuned parameters: cache flag " + std::to_string(bytes[16]));
   p.cache_enabled = bytes[16] == 1;
-  if (p.fusion_threshold_bytes < 0 || !(p.cycle_time_ms > 0 && p.cycle_time_ms <= kMaxCycleTimeMs))
-    throw CodecError("corrupt tuned parameters: " + describe(p));
+  if (!in_range(p)) throw CodecError("corrupt tuned parameters: " + describe(p));
   return p;
 }
 

@@ -24,6 +24,10 @@ struct TunableParameters {
 // "threshold 1048576 bytes, cycle time 2.5 ms, cache on"
 std::string describe(const TunableParameters& p);
 
+// Whether the values are ones the runtime can run with: a threshold >= 0 and a cycle time in
+// (0, 60000] ms, as HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME accept.
+bool in_range(const TunableParameters& p);
+
 // Fixed-size little-endian bytes; decode throws CodecError (codec.h) on a wrong size or a value
 // out of range (negative threshold, cycle time not in (0, 60000] ms).
 std::vector<std::uint8_t> encode(const TunableParameters& p);

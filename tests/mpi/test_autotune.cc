@@ -36,36 +36,45 @@ std::pair<double, double> min_max(double v, const std::string& name) {
   return {test::read_as_double(*lo, 0), test::read_as_double(*hi, 0)};
 }
 
+// A "training step": eight gradients of different sizes, all submitted, then all waited for, each
+// checked against its closed form: the sum over ranks r of (r+1)(i+1) + step + k%7.
+void training_step(int step) {
+  const int n = size(), me = rank();
+  const std::vector<std::int64_t> lengths = {7, 1000, 20000, 33, 5000, 64, 12000, 300};
+  std::vector<std::shared_ptr<HostTensor>> tensors;
+  std::vector<Handle> handles;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const double a = static_cast<double>(me + 1) * static_cast<double>(i + 1);
+    tensors.push_back(test::filled(DataType::Float32, {lengths[i]}, [&](std::int64_t k) { return a + step + k % 7; }));
+    handles.push_back(allreduce_async(tensors.back(), tensors.back(), {ReduceOp::Sum, "grad." + std::to_string(i)}));
+  }
+  for (auto& h : handles) h.wait();
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    for (std::int64_t k = 0; k < lengths[i]; ++k) {
+      const double expected = (i + 1.0) * n * (n + 1) / 2 + n * (step + k % 7);
+      if (test::read_as_double(*tensors[i], k) != expected) {
+        FAIL("step " << step << " tensor grad." << i << " element " << k << ": " << test::read_as_double(*tensors[i], k)
+                     << " != " << expected);
+      }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", "[autotune]") {
   const std::int64_t max_samples = env_int("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES");
   const char* log_path = std::getenv("HOROVOD_AUTOTUNE_LOG");
   REQUIRE(log_path != nullptr);
-  const int n = size(), me = rank();
-  // A "training step": eight gradients of different sizes, all submitted, then all waited for.
-  const std::vector<std::int64_t> lengths = {7, 1000, 20000, 33, 5000, 64, 12000, 300};
+  const int me = rank();
+  // Rank 0's tuner has not decided yet: nobody may impose parameters over it.
+  if (me == 0)
+    CHECK_THROWS_WITH(detail::request_parameters({1 << 20, 2, true}),
+                      Catch::Contains("HOROVOD_AUTOTUNE=1 is still deciding"));
   // Steps until rank 0's tuner has decided (search and confirmation), and one more that applies
   // the decision everywhere; bounded, so a tuner that never decides fails the checks below.
   bool decided = false;
   for (int step = 0; step < 200 && !decided; ++step) {
-    std::vector<std::shared_ptr<HostTensor>> tensors;
-    std::vector<Handle> handles;
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      const double a = static_cast<double>(me + 1) * static_cast<double>(i + 1);
-      tensors.push_back(test::filled(DataType::Float32, {lengths[i]}, [&](std::int64_t k) { return a + step + k % 7; }));
-      handles.push_back(allreduce_async(tensors.back(), tensors.back(), {ReduceOp::Sum, "grad." + std::to_string(i)}));
-    }
-    for (auto& h : handles) h.wait();
-    // Closed form: sum over ranks r of (r+1)(i+1) + step + k%7.
-    for (std::size_t i = 0; i < lengths.size(); ++i)
-      for (std::int64_t k = 0; k < lengths[i]; ++k) {
-        const double expected = (i + 1.0) * n * (n + 1) / 2 + n * (step + k % 7);
-        if (test::read_as_double(*tensors[i], k) != expected) {
-          FAIL("step " << step << " tensor grad." << i << " element " << k << ": "
-                       << test::read_as_double(*tensors[i], k) << " != " << expected);
-        }
-      }
+    training_step(step);
     if (min_max(detail::autotune_decided() ? 1.0 : 0.0, "autotune.decided").first == 1.0)
       decided = true;
   }
@@ -145,4 +154,29 @@ TEST_CASE("autotune: results stay exact, ranks agree, rank 0 logs every trial", 
   const bool candidate_wins = ratios[pairs / 2] >= detail::ParameterManager::kConfirmMargin;
   INFO("confirmation: median paired ratio " << ratios[pairs / 2]);
   CHECK(tuned == (candidate_wins ? candidate : initial));
+}
+
+// Runs after the case above (Catch2 keeps declaration order), once the tuner has decided: what the
+// autotune benchmark uses to compare settings inside one launch.
+TEST_CASE("autotune: parameters requested on rank 0 take effect on every rank in one cycle", "[autotune]") {
+  const int me = rank();
+  REQUIRE(detail::autotune_decided());
+  CHECK_THROWS_WITH(detail::request_parameters({-1, 1, true}), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(detail::request_parameters({4096, 0, true}), Catch::Contains("cycle time 0 ms"));
+  const detail::TunableParameters before = detail::tuned_parameters();
+  // Differs from whatever the tuner kept in every field.
+  const detail::TunableParameters wanted{before.fusion_threshold_bytes + 4096, before.cycle_time_ms + 2.5,
+                                         !before.cache_enabled};
+  detail::request_parameters(wanted);  // rank 0's counts; the others' change nothing
+  const auto changes_before = detail::controller_stats().parameter_changes;
+  bool applied = false;
+  for (int step = 1000; step < 1050 && !applied; ++step) {
+    training_step(step);  // results stay exact while the switch happens
+    applied = min_max(detail::tuned_parameters() == wanted ? 1.0 : 0.0, "request.applied").first == 1.0;
+  }
+  INFO("rank " << me << ": " << detail::describe(detail::tuned_parameters()));
+  REQUIRE(applied);
+  CHECK(detail::controller_stats().parameter_changes == changes_before + 1);
+  training_step(2000);  // and under the new parameters
+  CHECK(detail::tuned_parameters() == wanted);
 }
