@@ -206,9 +206,9 @@ write_note() {
   against hand-set thresholds of 64 KB to 128 MB. Every launch first runs the same settle phase
   (steps, each followed by a poll of the tuner, which must decide within it). ResNet-50's
   gradients: five rounds of one launch per configuration, shown without a target, because
-  separate launches of the same settings differ by up to 1.9x here (the "fastest / slowest"
-  column), far more than the 10% the target allows, and the best of several noisy medians is
-  biased upwards. The target is measured inside each autotune launch once it decided: the
+  separate launches of the same settings differ by up to about 2x here (the "fastest / slowest"
+  column shows the run's own), far more than the 10% the target allows, and the best of several
+  noisy medians is biased upwards. The target is measured inside each autotune launch once it decided: the
   benchmark switches every rank between the tuned parameters and each hand-set threshold
   (`hvd::detail::request_parameters`, carried to every rank like a tuner decision), in rounds of
   a fresh order, and divides tuned by each configuration within a round; the target row is the

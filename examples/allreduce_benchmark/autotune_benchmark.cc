@@ -321,7 +321,10 @@ void report_in_launch(const std::string& path, const std::string& set) {
   std::string worst_label;
   for (const auto& label : labels) {
     std::vector<double> rates, ratios;
-    const Measurement* example = nullptr;
+    std::string threshold, cycle, cache;  // "per launch" where launches tuned differently
+    auto note = [](std::string& shown, const std::string& value) {
+      shown = shown.empty() || shown == value ? value : "per launch";
+    };
     for (const auto& [key, ms] : by_round) {
       const Measurement *tuned = nullptr, *mine = nullptr;
       for (const auto& m : ms) {
@@ -329,12 +332,14 @@ void report_in_launch(const std::string& path, const std::string& set) {
         if (m.label == label) mine = &m;
       }
       if (mine == nullptr) continue;
-      example = mine;
+      note(threshold, mine->threshold);
+      note(cycle, mine->cycle);
+      note(cache, mine->cache);
       rates.push_back(mine->rate);
       if (tuned != nullptr) ratios.push_back(tuned->rate / mine->rate);
     }
     const auto r = hvd::bench::summarize(ratios);
-    table.add({label, example->threshold, example->cycle, example->cache, std::to_string(rates.size()),
+    table.add({label, threshold, cycle, cache, std::to_string(rates.size()),
                fixed(hvd::bench::summarize(rates).median / 1e9, 3), fixed(r.median, 3) + "x",
                fixed(r.min, 2) + " .. " + fixed(r.max, 2)});
     if (label != "tuned" && (worst_label.empty() || r.median < worst)) {
