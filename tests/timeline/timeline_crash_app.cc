@@ -2,7 +2,10 @@
 // to $HOROVOD_TIMELINE.pid.rank<r> so timeline_crash_test.sh can stop and SIGKILL one rank
 // mid-run. It handles SIGINT and SIGTERM (what mpirun sends its ranks on Ctrl-C) the way an
 // application that cares about its timeline would: a thread waiting for them calls
-// hvd::stop_timeline(), which closes every open span and completes the file, and exits.
+// hvd::stop_timeline(), which closes every open span and completes the file, and exits once
+// every rank has done so. Open MPI's mpirun SIGKILLs the ranks still running as soon as one of
+// them exits: a rank that exited right after its own stop (about 2 ms) cut a slower rank's stop
+// short in 8 of 40 runs here, leaving its file as after kill -9.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,7 +30,11 @@ sigset_t stop_signals() {
   return set;
 }
 
-void stop_on_signal(int rank) {
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// `prefix`: $HOROVOD_TIMELINE; each rank marks its stop in "<prefix>.stopped.rank<r>" and waits
+// (at most 3 s: a peer killed outright never marks) until every rank has.
+void stop_on_signal(int rank, int size, std::string prefix) {
   const sigset_t set = stop_signals();
   int signal = 0;
   if (sigwait(&set, &signal) != 0) return;
@@ -35,6 +42,11 @@ void stop_on_signal(int rank) {
   std::fprintf(stderr, "timeline_crash_app: rank %d stopped its timeline on signal %d\n", rank,
                signal);
   std::fflush(stderr);
+  std::ofstream(prefix + ".stopped.rank" + std::to_string(rank)) << signal;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (int r = 0; r < size && std::chrono::steady_clock::now() < give_up; ++r)
+    while (!exists(prefix + ".stopped.rank" + std::to_string(r)) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::_Exit(128 + signal);
 }
 
@@ -49,7 +61,7 @@ int main() {
     std::fprintf(stderr, "timeline_crash_app: set HOROVOD_TIMELINE\n");
     return 2;
   }
-  std::thread(stop_on_signal, hvd::rank()).detach();
+  std::thread(stop_on_signal, hvd::rank(), hvd::size(), std::string(path)).detach();
   std::ofstream(std::string(path) + ".pid.rank" + std::to_string(hvd::rank())) << ::getpid();
   auto grad = hvd::HostTensor::allocate(hvd::DataType::Float32, {1024});
   std::vector<hvd::TensorPtr> group;
