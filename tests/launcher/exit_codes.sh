@@ -78,7 +78,12 @@ rc=$?
 [ "$rc" -ne 0 ] && pass "not executable: exit code $rc" || fail "not executable: exit code 0"
 grep "^hvdrun: " "$TMP/garbage.out" >"$TMP/garbage.last"
 expect_contains "not executable: mpirun's reason" "without naming a failed rank; mpirun said: program '$TMP/garbage' could not be executed on node " "$TMP/garbage.last"
-expect_contains "not executable: the error" ": Exec format error;" "$TMP/garbage.last"
+# The reason is whole: then the next note or the end of the line (Open MPI sometimes prints its
+# "Error name:" line as "(null)", about 1 run in 25 here, and that line is not passed on).
+if grep -qE -- ": Exec format error(;|$)" "$TMP/garbage.last"; then pass "not executable: the error"; else
+  fail "not executable: the error: ': Exec format error' then ';' or the end not in output:"
+  sed 's/^/    /' "$TMP/garbage.last"
+fi
 
 # Daemons that never start (the agent cannot reach the host): nothing about ranks is claimed.
 printf '#!/bin/sh\necho "ssh: connect to host 192.0.2.12 port 22: Connection refused" >&2\nexit 255\n' >"$TMP/refusing_agent.sh"
