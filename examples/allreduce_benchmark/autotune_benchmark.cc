@@ -18,7 +18,7 @@
 // tuner has decided, the launch switches every rank between the tuned parameters and each hand-set
 // threshold (hvd::detail::request_parameters, carried like a tuner decision), in rounds of a fresh
 // order, and measures each for a few steps. Separate launches cannot decide a 10% margin here: the
-// same settings measured in two launches minutes apart differed by up to 1.8x on this 2-core VM
+// same settings measured in two launches minutes apart differed by up to about 2x on this 2-core VM
 // (the machine has slow stretches of seconds), and the best of several noisy medians is biased
 // upwards. Side by side in one process, a slow stretch hits the configurations of one round alike;
 // the target is the median over rounds of tuned / hand-set, against the hand-set threshold it
@@ -136,6 +136,13 @@ void switch_to(const hvd::detail::TunableParameters& p, Gradients& g, const hvd:
   throw std::runtime_error("parameters not applied on every rank after 20 steps: " + hvd::detail::describe(p));
 }
 
+// "threshold,cycle ms,on|off": how both result files record parameters.
+std::string csv(const hvd::detail::TunableParameters& p) {
+  std::ostringstream out;
+  out << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ',' << (p.cache_enabled ? "on" : "off");
+  return out.str();
+}
+
 std::string kilobytes(std::int64_t bytes) { return std::to_string(bytes / 1024) + " KB"; }
 
 // The in-launch comparison: the tuned parameters and each hand-set threshold (with the launch's
@@ -157,10 +164,9 @@ void compare_in_launch(Gradients& g, const hvd::bench::Session& s, const hvd::de
     for (std::size_t k : order) {
       switch_to(configs[k].second, g, s);
       const double rate = measure(g, s, steps);
-      const auto& p = configs[k].second;
       if (s.rank() == 0)
         out << launch << ',' << round << ',' << configs[k].first << ',' << fixed(rate, 0) << ','
-            << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ',' << (p.cache_enabled ? "on" : "off") << '\n';
+            << csv(configs[k].second) << '\n';
     }
   }
   check(g, s);  // every switch left the sums exact
@@ -207,9 +213,7 @@ int run_launch(const hvd::bench::Args& args, int* argc, char*** argv) {
   const auto p = hvd::detail::tuned_parameters();
   if (session.rank() == 0) {
     std::ostringstream line;
-    line << label << ',' << fixed(rate, 0) << ','
-         << p.fusion_threshold_bytes << ',' << p.cycle_time_ms << ',' << (p.cache_enabled ? "on" : "off") << ','
-         << tune_steps;
+    line << label << ',' << fixed(rate, 0) << ',' << csv(p) << ',' << tune_steps;
     std::printf("%s\n", line.str().c_str());
     if (!results.empty()) std::ofstream(results, std::ios::app) << line.str() << '\n';
   }
