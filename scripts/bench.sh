@@ -208,12 +208,12 @@ write_note() {
   gradients: five rounds of one launch per configuration, shown without a target, because
   separate launches of the same settings differ by up to about 2x here (the "fastest / slowest"
   column shows the run's own), far more than the 10% the target allows, and the best of several
-  noisy medians is biased upwards. The target is measured inside each autotune launch once it decided: the
-  benchmark switches every rank between the tuned parameters and each hand-set threshold
-  (`hvd::detail::request_parameters`, carried to every rank like a tuner decision), in rounds of
-  a fresh order, and divides tuned by each configuration within a round; the target row is the
-  median of those ratios against the hand-set threshold that tuned fares worst against. The same
-  for 200 x 4 KB gradients, where 64 KB is a poor start (three autotune launches).
+  noisy medians is biased upwards. The target is measured inside each autotune launch once it
+  decided: the benchmark switches every rank between the tuned parameters and each hand-set
+  threshold (`hvd::detail::request_parameters`, carried to every rank like a tuner decision), in
+  rounds of a fresh order, and divides tuned by each configuration within a round; the target row
+  is the median of those ratios against the hand-set threshold that tuned fares worst against.
+  The same for 200 x 4 KB gradients, where 64 KB is a poor start (three autotune launches).
 
 METHOD
   cat "$SECTIONS"
