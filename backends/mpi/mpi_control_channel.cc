@@ -126,22 +126,29 @@ namespace {
 constexpr int kWakeTag = 7001;   // rank -> rank 0: "start cycle N" (N in the payload)
 constexpr int kStartTag = 7002;  // rank 0 -> every rank: cycle N starts
 
-// How long a waiting rank sleeps between looks for another rank's cycle start: short right after
-// a cycle (a training step's submissions come close together), longer the longer nothing happens
-// (each look costs a few microseconds in Open MPI's progress engine). Local work never waits for
-// this: the wait for it wakes at once.
+// How long a waiting rank sleeps between looks for another rank's cycle start. Local work never
+// waits for this: the wait for it wakes at once. Each look wakes the background thread on a core
+// that training is using: measured at np=2 (resnet20, ~140 ms steps, 2 cores), a look cost the
+// rank 30-50 us of CPU, and looking at the pace below all through the step took 2.7-4.4% of a
+// core and preempted the training thread ~430 times a second.
 //
-// A rank whose submissions already wait on the others' (it finished its backward pass first)
-// expects their request within milliseconds, and at the idle pace would notice it up to 1-2 ms
-// late. So it looks every 100 us for the first 200 ms of such a wait, on a core that has nothing
-// else to do then. Measured at np=2 (resnet20, ~90 ms steps, timeline medians of 4 launches
-// each): from the last rank's last gradient to the reduced values took 2.1-2.4 ms, against
-// 2.4-4.0 ms at the idle pace.
-std::chrono::microseconds poll_interval(std::chrono::steady_clock::duration waited, bool peers_expected) {
+// - PeersDue: the others' request is due within milliseconds (this rank finished its backward
+//   pass first), and at the idle pace it would be noticed 1-2 ms late. So the rank looks every
+//   100 us for the first 200 ms of such a wait, on a core that has nothing else to do then.
+//   Measured at np=2 (resnet20, ~90 ms steps, timeline medians of 4 launches each): from the
+//   last rank's last gradient to the reduced values took 2.1-2.4 ms, against 2.4-4.0 ms at the
+//   idle pace.
+// - MayBeNeeded: short right after a cycle (the members of a set this rank is not in submit
+//   close together), longer the longer nothing happens.
+// - OwnWorkFirst: a cycle another rank starts can complete nothing before this rank submits, and
+//   its submission wakes it, so only the rare reasons are looked for, at the longest interval.
+std::chrono::microseconds poll_interval(std::chrono::steady_clock::duration waited, CycleExpectation expecting) {
   using std::chrono::microseconds;
   using std::chrono::milliseconds;
-  microseconds cap(8000);
-  if (peers_expected && waited < milliseconds(200))
+  constexpr microseconds kLongest(8000);
+  if (expecting == CycleExpectation::OwnWorkFirst) return kLongest;
+  microseconds cap = kLongest;
+  if (expecting == CycleExpectation::PeersDue && waited < milliseconds(200))
     cap = microseconds(100);
   else if (waited < milliseconds(20))
     cap = microseconds(1000);
@@ -166,14 +173,15 @@ bool MpiControlChannel::asked_by_another(std::uint64_t cycle) {
   }
 }
 
-void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, bool peers_expected) {
+void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) {
   using Clock = std::chrono::steady_clock;
   const auto since = Clock::now();
   // With more ranks than cores, each look would take time from a rank that is still computing.
-  peers_expected = peers_expected && !oversubscribed_.load(std::memory_order_relaxed);
+  const bool oversubscribed = oversubscribed_.load(std::memory_order_relaxed);
+  if (expecting == CycleExpectation::PeersDue && oversubscribed) expecting = CycleExpectation::MayBeNeeded;
   std::uint64_t cycle = cycles_started_++;
   if (rank_ == 0) {
-    while (!wants_cycle(poll_interval(Clock::now() - since, peers_expected)) && !asked_by_another(cycle)) {
+    while (!wants_cycle(poll_interval(Clock::now() - since, expecting)) && !asked_by_another(cycle)) {
     }
     for (int r = 1; r < size_; ++r) check(MPI_Send(&cycle, 1, MPI_UINT64_T, r, kStartTag, comm_), "MPI_Send");
     return;
@@ -185,15 +193,32 @@ void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, boo
     int arrived = 0;
     check(MPI_Test(&start, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
     if (arrived) break;
-    if (wants_cycle(poll_interval(Clock::now() - since, peers_expected))) {
+    if (wants_cycle(poll_interval(Clock::now() - since, expecting))) {
       check(MPI_Send(&cycle, 1, MPI_UINT64_T, 0, kWakeTag, comm_), "MPI_Send");
-      wait(&start);  // rank 0 answers within its own poll interval
+      wait_for_answer(&start, oversubscribed);
       break;
     }
   }
   if (started != cycle)
     throw std::runtime_error("control channel out of step: rank 0 started cycle " + std::to_string(started) +
                              " while this rank waited for cycle " + std::to_string(cycle));
+}
+
+// Rank 0 answers a request within its poll interval, or, when it expects its own work first, once
+// that work arrives. While a user thread waits for the result, this rank is ahead of the others
+// as in PeersDue, and looking often pays, on a core that has nothing else to do; otherwise
+// (gradients submitted during backward, more ranks than cores) the usual sleeping wait.
+void MpiControlChannel::wait_for_answer(MPI_Request* start, bool oversubscribed) {
+  using Clock = std::chrono::steady_clock;
+  if (oversubscribed || !BlockedCallers::any()) return wait(start);
+  if (poll_while_callers_blocked(start)) return;
+  const auto asked = Clock::now();
+  int arrived = 0;
+  check(MPI_Test(start, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
+  while (!arrived) {
+    std::this_thread::sleep_for(poll_interval(Clock::now() - asked, CycleExpectation::PeersDue));
+    check(MPI_Test(start, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
+  }
 }
 
 void MpiControlChannel::close() {

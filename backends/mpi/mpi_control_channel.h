@@ -30,7 +30,7 @@ class MpiControlChannel final : public ControlChannel {
   // a wake-up message (it keeps one receive posted for them). Its start message reaches every
   // other rank. Requests carry the cycle number, so a request for a cycle that already started
   // (two ranks asked at once) is recognized as stale and costs nothing.
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, bool peers_expected) override;
+  void wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) override;
   // More ranks on this host than cores: a polling rank would take the core of the rank it
   // waits for, so waits sleep from the start. Set once by the world, for every channel.
   static void set_oversubscribed(bool oversubscribed);
@@ -42,6 +42,8 @@ class MpiControlChannel final : public ControlChannel {
   // otherwise, or after that, wait_without_spinning, polling first only if the previous wait
   // was short (the ranks in step).
   void wait(MPI_Request* request);
+  // A rank other than 0 that asked for a cycle: waits for rank 0's start message.
+  void wait_for_answer(MPI_Request* start, bool oversubscribed);
   // Rank 0: whether some rank has asked for cycle `cycle` (or a later one) by now.
   bool asked_by_another(std::uint64_t cycle);
 

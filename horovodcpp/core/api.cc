@@ -243,6 +243,9 @@ bool autotune_decided() {
 void request_parameters(const TunableParameters& p) {
   initialized_runtime("hvd::detail::request_parameters()").request_parameters(p);
 }
+long background_thread_id() {
+  return initialized_runtime("hvd::detail::background_thread_id()").background_thread_id();
+}
 }  // namespace detail
 
 bool mpi_built() { return detail::compiled_features().mpi; }

@@ -10,6 +10,22 @@
 
 namespace hvd::detail {
 
+// What a rank waiting for the next cycle expects from the others, which sets how often it looks
+// for another rank's request (each look wakes its background thread and takes a core from
+// training for tens of microseconds).
+enum class CycleExpectation {
+  // This rank's submissions already wait on other ranks' (it is ahead of them): their request is
+  // due soon and worth looking for often.
+  PeersDue,
+  // Other ranks may start cycles that this rank brings nothing to and still must join: the
+  // global cycles behind a process set this rank is not in.
+  MayBeNeeded,
+  // Every collective that can complete needs a submission of this rank, and a submission wakes
+  // it at once: a cycle another rank starts earlier can wait for it. Looks are for rare events
+  // only (a peer's shutdown, the stall inspector's heartbeat).
+  OwnWorkFirst,
+};
+
 class ControlChannel {
  public:
   virtual ~ControlChannel() = default;
@@ -29,11 +45,10 @@ class ControlChannel {
   // timer). A rank asks when `wants_cycle(timeout)` returns true: it blocks up to `timeout`
   // (waking early for local work) and says whether this rank wants a cycle now; the channel
   // chooses the timeout, which is how often it looks for another rank's request. A rank that is
-  // asked by another joins the cycle without being asked itself. `peers_expected`: this rank's
-  // submissions already wait on other ranks' (it is ahead of them), so their request is due
-  // soon and worth looking for more often than an idle rank would.
+  // asked by another joins the cycle without being asked itself; `expecting` says how soon that
+  // may matter.
   using CycleWanted = std::function<bool(std::chrono::microseconds timeout)>;
-  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, bool peers_expected) = 0;
+  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) = 0;
 };
 
 }  // namespace hvd::detail

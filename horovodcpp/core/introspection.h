@@ -20,5 +20,7 @@ bool autotune_decided();
 // see it applied). On other ranks it changes nothing. Throws hvd::Error while autotune is still
 // deciding on this rank, or naming a value out of range.
 void request_parameters(const TunableParameters& p);
+// The background thread's Linux thread id (its counters are under /proc/self/task/<id>/).
+long background_thread_id();
 
 }  // namespace hvd::detail

@@ -60,6 +60,13 @@ std::vector<ProcessSetState*> ProcessSetTable::member_sets() {
   return out;
 }
 
+bool ProcessSetTable::some_set_excludes_this_rank() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, set] : sets_)
+    if (!set->member()) return true;
+  return false;
+}
+
 void ProcessSetTable::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [id, set] : sets_) {

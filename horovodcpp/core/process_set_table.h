@@ -50,6 +50,9 @@ class ProcessSetTable {
   void remove(int id);
   // Background thread: the sets this rank belongs to, ascending id (the global set first).
   std::vector<ProcessSetState*> member_sets();
+  // Background thread: some registered set leaves this rank out (its members' collectives run
+  // in global cycles this rank must join without submitting anything).
+  bool some_set_excludes_this_rank();
   // Destroys every set's communicator and controller (before the world is finalized).
   void clear();
 

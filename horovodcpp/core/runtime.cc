@@ -102,7 +102,8 @@ bool Runtime::stop(std::optional<std::chrono::milliseconds> limit) {
 }
 
 void Runtime::background_main() {
-  pthread_setname_np(pthread_self(), "hvd-background");
+  pthread_setname_np(pthread_self(), "hvd-background");  // inherited by threads MPI starts from here
+  background_tid_ = static_cast<long>(gettid());
   // The waits of this thread sleep for tens of microseconds at a time (it never spins); Linux's
   // default 50 us timer slack would stretch each of them several-fold.
   prctl(PR_SET_TIMERSLACK, 5000UL, 0UL, 0UL, 0UL);
@@ -281,7 +282,7 @@ void Runtime::run_loop() {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
     try {
       world_->control().wait_for_cycle_start([this](std::chrono::microseconds timeout) { return wants_cycle(timeout); },
-                                             awaiting_others_in_any_set());
+                                             cycle_expectation());
     } catch (const std::exception& e) {
       if (abandoned_.load()) return;
       shut_down_on_background_thread(StopKind::Failed, std::string("waiting for a cycle failed: ") + e.what());
@@ -397,6 +398,15 @@ bool Runtime::awaiting_others_in_any_set() {
   for (const ProcessSetState* set : process_sets_.member_sets())
     if (set->controller->awaiting_others()) return true;
   return false;
+}
+
+// A rank in every set submits to every collective it takes part in, and its own submission
+// starts (or joins) the cycle that completes it; only a rank left out of some set is needed in
+// cycles it brings nothing to. A joined rank has its join request out, so it awaits the others.
+CycleExpectation Runtime::cycle_expectation() {
+  if (awaiting_others_in_any_set()) return CycleExpectation::PeersDue;
+  if (process_sets_.some_set_excludes_this_rank()) return CycleExpectation::MayBeNeeded;
+  return CycleExpectation::OwnWorkFirst;
 }
 
 std::vector<TensorTableEntry> Runtime::entries_for(const Response& response, ProcessSetState& set) {

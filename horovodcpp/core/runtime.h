@@ -84,6 +84,8 @@ class Runtime {
   // False while this rank's autotuner is still deciding (rank 0 with HOROVOD_AUTOTUNE=1 only;
   // its final decision takes effect on every rank in a later cycle). Any thread.
   bool autotune_decided() const;
+  // The background thread's Linux thread id (0 before it started). Any thread.
+  long background_thread_id() const { return background_tid_.load(); }
   // Benchmarks and tests: on rank 0, asks every rank to switch to `p` in a later global cycle,
   // carried and applied like an autotune decision (the same cycle everywhere); on other ranks it
   // changes nothing. Throws hvd::Error while this rank's autotuner is still deciding, or naming a
@@ -113,6 +115,8 @@ class Runtime {
   bool run_set_round(ProcessSetState& set, std::vector<Request> requests);
   bool busy_in_any_set();
   bool awaiting_others_in_any_set();
+  // What this rank expects while it waits for the next cycle (ControlChannel::wait_for_cycle_start).
+  CycleExpectation cycle_expectation();
   void execute(const Response& response, ProcessSetState& set);
   std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
   // Process sets (runtime_process_sets.cc).
@@ -152,6 +156,7 @@ class Runtime {
   std::atomic<bool> abandoned_{false};  // the watchdog gave up on the background thread
 
   std::thread thread_;
+  std::atomic<long> background_tid_{0};
   std::atomic<bool> running_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex stop_mutex_;
