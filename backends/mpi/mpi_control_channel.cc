@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -173,15 +174,25 @@ bool MpiControlChannel::asked_by_another(std::uint64_t cycle) {
   }
 }
 
-void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) {
+void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) {
   using Clock = std::chrono::steady_clock;
-  const auto since = Clock::now();
-  // With more ranks than cores, each look would take time from a rank that is still computing.
   const bool oversubscribed = oversubscribed_.load(std::memory_order_relaxed);
-  if (expecting == CycleExpectation::PeersDue && oversubscribed) expecting = CycleExpectation::MayBeNeeded;
+  // The next look's interval, from what this rank expects now and how long it has expected it.
+  auto since = Clock::now();
+  std::optional<CycleExpectation> current;
+  auto next_interval = [&] {
+    CycleExpectation now_expecting = expecting();
+    // With more ranks than cores, each look would take time from a rank that is still computing.
+    if (now_expecting == CycleExpectation::PeersDue && oversubscribed) now_expecting = CycleExpectation::MayBeNeeded;
+    if (current != now_expecting) {
+      current = now_expecting;
+      since = Clock::now();
+    }
+    return poll_interval(Clock::now() - since, now_expecting);
+  };
   std::uint64_t cycle = cycles_started_++;
   if (rank_ == 0) {
-    while (!wants_cycle(poll_interval(Clock::now() - since, expecting)) && !asked_by_another(cycle)) {
+    while (!wants_cycle(next_interval()) && !asked_by_another(cycle)) {
     }
     for (int r = 1; r < size_; ++r) check(MPI_Send(&cycle, 1, MPI_UINT64_T, r, kStartTag, comm_), "MPI_Send");
     return;
@@ -193,7 +204,7 @@ void MpiControlChannel::wait_for_cycle_start(const CycleWanted& wants_cycle, Cyc
     int arrived = 0;
     check(MPI_Test(&start, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
     if (arrived) break;
-    if (wants_cycle(poll_interval(Clock::now() - since, expecting))) {
+    if (wants_cycle(next_interval())) {
       check(MPI_Send(&cycle, 1, MPI_UINT64_T, 0, kWakeTag, comm_), "MPI_Send");
       wait_for_answer(&start, oversubscribed);
       break;

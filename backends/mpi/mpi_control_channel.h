@@ -30,7 +30,7 @@ class MpiControlChannel final : public ControlChannel {
   // a wake-up message (it keeps one receive posted for them). Its start message reaches every
   // other rank. Requests carry the cycle number, so a request for a cycle that already started
   // (two ranks asked at once) is recognized as stale and costs nothing.
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) override;
+  void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) override;
   // More ranks on this host than cores: a polling rank would take the core of the rank it
   // waits for, so waits sleep from the start. Set once by the world, for every channel.
   static void set_oversubscribed(bool oversubscribed);

@@ -36,7 +36,7 @@ void SimulatedChannel::combine(std::vector<std::uint64_t>& bits, bool is_and) {
   }
 }
 
-void SimulatedChannel::wait_for_cycle_start(const CycleWanted&, hvd::detail::CycleExpectation) {
+void SimulatedChannel::wait_for_cycle_start(const CycleWanted&, const Expectation&) {
   throw std::logic_error("SimulatedChannel::wait_for_cycle_start: the controller benchmark drives cycles itself");
 }
 

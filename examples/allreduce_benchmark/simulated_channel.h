@@ -32,7 +32,7 @@ class SimulatedChannel final : public detail::ControlChannel {
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
   // Never reached: the benchmark drives compute_response_list itself.
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, hvd::detail::CycleExpectation expecting) override;
+  void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) override;
 
  private:
   void combine(std::vector<std::uint64_t>& bits, bool is_and);

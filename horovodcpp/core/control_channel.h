@@ -14,11 +14,13 @@ namespace hvd::detail {
 // for another rank's request (each look wakes its background thread and takes a core from
 // training for tens of microseconds).
 enum class CycleExpectation {
-  // This rank's submissions already wait on other ranks' (it is ahead of them): their request is
-  // due soon and worth looking for often.
+  // This rank's submissions already wait on other ranks' (it is ahead of them), or wait here to
+  // join the cycle of the last rank to submit while a user thread waits for them: that cycle
+  // is due soon and worth looking for often.
   PeersDue,
-  // Other ranks may start cycles that this rank brings nothing to and still must join: the
-  // global cycles behind a process set this rank is not in.
+  // Other ranks may start cycles that this rank brings nothing to and still must join (the
+  // global cycles behind a process set this rank is not in), or this rank holds submissions
+  // while its threads compute (a burst settling during backward).
   MayBeNeeded,
   // Every collective that can complete needs a submission of this rank, and a submission wakes
   // it at once: a cycle another rank starts earlier can wait for it. Looks are for rare events
@@ -45,10 +47,12 @@ class ControlChannel {
   // timer). A rank asks when `wants_cycle(timeout)` returns true: it blocks up to `timeout`
   // (waking early for local work) and says whether this rank wants a cycle now; the channel
   // chooses the timeout, which is how often it looks for another rank's request. A rank that is
-  // asked by another joins the cycle without being asked itself; `expecting` says how soon that
-  // may matter.
+  // asked by another joins the cycle without being asked itself. `expecting()` says how soon
+  // that may matter; it is asked again before every look (wants_cycle returns early when new
+  // submissions arrive, which can change it).
   using CycleWanted = std::function<bool(std::chrono::microseconds timeout)>;
-  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, CycleExpectation expecting) = 0;
+  using Expectation = std::function<CycleExpectation()>;
+  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) = 0;
 };
 
 }  // namespace hvd::detail

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/blocked_callers.h"
 #include "core/collective_traits.h"
 #include "core/logging.h"
 #include "core/settings_agreement.h"
@@ -282,7 +283,7 @@ void Runtime::run_loop() {
     // No timer: a cycle starts when some rank has work (see ControlChannel::wait_for_cycle_start).
     try {
       world_->control().wait_for_cycle_start([this](std::chrono::microseconds timeout) { return wants_cycle(timeout); },
-                                             cycle_expectation());
+                                             [this] { return cycle_expectation(); });
     } catch (const std::exception& e) {
       if (abandoned_.load()) return;
       shut_down_on_background_thread(StopKind::Failed, std::string("waiting for a cycle failed: ") + e.what());
@@ -403,8 +404,12 @@ bool Runtime::awaiting_others_in_any_set() {
 // A rank in every set submits to every collective it takes part in, and its own submission
 // starts (or joins) the cycle that completes it; only a rank left out of some set is needed in
 // cycles it brings nothing to. A joined rank has its join request out, so it awaits the others.
+// Submissions held by the settle window (a leading rank, a burst settling) join the cycle of
+// whichever rank starts first: worth looking for often while a user thread waits for them.
 CycleExpectation Runtime::cycle_expectation() {
   if (awaiting_others_in_any_set()) return CycleExpectation::PeersDue;
+  if (queue_.has_waiting_requests())
+    return BlockedCallers::any() ? CycleExpectation::PeersDue : CycleExpectation::MayBeNeeded;
   if (process_sets_.some_set_excludes_this_rank()) return CycleExpectation::MayBeNeeded;
   return CycleExpectation::OwnWorkFirst;
 }

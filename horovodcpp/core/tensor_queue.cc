@@ -19,6 +19,7 @@ void TensorQueue::end_batch() {
     std::lock_guard<std::mutex> lock(mutex_);
     settle_.set_batches_open(--open_batches_);
     if (!requests_.empty()) settle_.on_announce(std::chrono::steady_clock::now());
+    ++wakes_;
   }
   requests_arrived_.notify_all();
 }
@@ -46,8 +47,16 @@ std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entrie
   for (auto& r : requests) requests_.push_back(std::move(r));
   const bool batched = t_batch_depth > 0;
   settle_.on_arrival(std::chrono::steady_clock::now(), burst && !batched);
-  if (!batched) requests_arrived_.notify_all();
+  if (!batched) {
+    ++wakes_;
+    requests_arrived_.notify_all();
+  }
   return std::nullopt;
+}
+
+bool TensorQueue::has_waiting_requests() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !requests_.empty();
 }
 
 std::vector<Request> TensorQueue::pop_requests() {
@@ -75,8 +84,11 @@ bool TensorQueue::wait_until_due(std::chrono::steady_clock::time_point deadline)
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     const auto now = std::chrono::steady_clock::now();
-    if (!requests_.empty() && now >= settle_.due()) return true;
-    if (now >= deadline) return false;
+    const bool due = !requests_.empty() && now >= settle_.due();
+    const bool woken = wakes_ != wakes_seen_;  // since the last wait returned, not only during this one
+    wakes_seen_ = wakes_;
+    if (due) return true;
+    if (now >= deadline || woken) return false;
     // A new submission wakes the wait: it may be the first, or it moves the settle time.
     requests_arrived_.wait_until(lock, requests_.empty() ? deadline : std::min(deadline, settle_.due()));
   }

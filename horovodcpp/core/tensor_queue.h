@@ -37,8 +37,12 @@ class TensorQueue {
   // Takes every waiting request (the cycle starts).
   std::vector<Request> pop_requests();
   // Blocks until the waiting requests are due to start a cycle (see SettleWindow) and returns
-  // true, or returns false at `deadline`.
+  // true; returns false at `deadline`, or early when submissions arrived since the last wait
+  // returned that are not due yet (so the caller can look for other ranks' cycles more often
+  // while this rank holds work). One thread waits (the background thread).
   bool wait_until_due(std::chrono::steady_clock::time_point deadline);
+  // Some request waits for a cycle (held by the settle window, or due).
+  bool has_waiting_requests() const;
   // The longest a submission waits for a burst to settle: HOROVOD_CYCLE_TIME, or autotune's.
   void set_cycle_time_ms(double milliseconds);
   // See SettleWindow::record_start.
@@ -60,6 +64,8 @@ class TensorQueue {
   std::vector<Request> requests_;
   SettleWindow settle_{std::chrono::milliseconds(1)};
   int open_batches_ = 0;  // threads inside a batch
+  std::uint64_t wakes_ = 0;       // notifications of requests_arrived_
+  std::uint64_t wakes_seen_ = 0;  // wakes_ when wait_until_due last looked (one waiting thread)
   bool closed_ = false;
   std::string closed_reason_;
 };

@@ -87,7 +87,7 @@ class FakeChannel final : public detail::ControlChannel {
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
   // Any rank whose wants_cycle() says yes starts the next cycle for all; every rank then passes
   // a rendezvous, so they enter the cycle together (as the MPI channel's start message does).
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, hvd::detail::CycleExpectation /*expecting*/) override {
+  void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& /*expecting*/) override {
     const unsigned long cycle = cycles_started_++;
     while (rendezvous_->started_cycles() <= cycle) {
       if (wants_cycle(std::chrono::microseconds(200))) rendezvous_->start_cycle(cycle, rank_);

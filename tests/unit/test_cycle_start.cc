@@ -56,7 +56,7 @@ std::vector<RankLog> run_ranks(int size, const std::vector<std::vector<Submissio
           if (due()) return true;
           std::this_thread::sleep_for(timeout);
           return due();
-        }, hvd::detail::CycleExpectation::OwnWorkFirst);
+        }, [] { return hvd::detail::CycleExpectation::OwnWorkFirst; });
         std::vector<Request> requests;
         while (due()) {
           for (const auto& name : script[rank][next].names) requests.push_back(allreduce_request(name, {4}));

@@ -74,3 +74,21 @@ TEST_CASE("a batch's submissions wait for its end, and are due at once then", "[
   CHECK(watcher.due());
   CHECK(queue.pop_requests().size() == 3);
 }
+
+TEST_CASE("a submission held by the settle window ends the wait early without being due", "[tensor_queue]") {
+  TensorQueue queue;
+  queue.set_cycle_time_ms(3000);
+  queue.set_ranks(2);
+  for (int i = 0; i < 64; ++i) queue.record_cycle_start(true);  // this rank leads: it holds every start
+  CHECK_FALSE(queue.has_waiting_requests());
+  DueWatcher watcher(queue);
+  submit(queue, "held");
+  // Woken at the arrival (so the background thread can look for the cycle it will join), not
+  // at the 3 s hold nor at the 5 s deadline.
+  CHECK(watcher.returns_within(milliseconds(1000)));
+  CHECK_FALSE(watcher.due());
+  CHECK(queue.has_waiting_requests());
+  CHECK_FALSE(queue.wait_until_due(Clock::now() + milliseconds(20)));  // still held
+  CHECK(queue.pop_requests().size() == 1);
+  CHECK_FALSE(queue.has_waiting_requests());
+}
