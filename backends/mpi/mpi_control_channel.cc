@@ -130,8 +130,9 @@ constexpr int kStartTag = 7002;  // rank 0 -> every rank: cycle N starts
 // How long a waiting rank sleeps between looks for another rank's cycle start. Local work never
 // waits for this: the wait for it wakes at once. Each look wakes the background thread on a core
 // that training is using: measured at np=2 (resnet20, ~140 ms steps, 2 cores), a look cost the
-// rank 30-50 us of CPU, and looking at the pace below all through the step took 2.7-4.4% of a
-// core and preempted the training thread ~430 times a second.
+// rank 30-50 us of CPU. Looking at the MayBeNeeded ramp below all through a step, as every rank
+// did before OwnWorkFirst, took 2.5-4.4% of a core and preempted the training thread 430-460
+// times a second (two launches); with OwnWorkFirst, 1.7-2.4% and 150-175 times.
 //
 // - PeersDue: the others' request is due within milliseconds (this rank finished its backward
 //   pass first), and at the idle pace it would be noticed 1-2 ms late. So the rank looks every
