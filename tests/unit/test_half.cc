@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/half.h"
 #include "core/host_scale.h"
@@ -88,4 +89,29 @@ TEST_CASE("copy_scaled with factor 1 is a plain copy, and in place it equals sca
   for (int i = 0; i < 4; ++i) CHECK(a[i] == b[i]);
   CHECK(a[0] == 3);
   copy_scaled(nullptr, nullptr, 0, hvd::DataType::Float32, 2.0);  // an empty tensor's null data
+}
+
+// The float loops run vectorized: every length must come out whole, the tail past the vector
+// width included, and nothing past `count` may be written.
+TEST_CASE("float scaling covers every element of any length, in place and copied", "[half]") {
+  for (std::int64_t count : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 1027}) {
+    INFO("count " << count);
+    std::vector<float> from(count + 1), to(count + 1, -1.0f), in_place(count + 1);
+    std::vector<double> wide(count + 1);
+    for (std::int64_t i = 0; i <= count; ++i) {
+      from[i] = in_place[i] = static_cast<float>(i) - 3.0f;
+      wide[i] = static_cast<double>(i) + 0.5;
+    }
+    copy_scaled(to.data(), from.data(), count, hvd::DataType::Float32, 0.5);
+    scale_host_buffer(in_place.data(), count, hvd::DataType::Float32, 0.5);
+    scale_host_buffer(wide.data(), count, hvd::DataType::Float64, 4.0);
+    for (std::int64_t i = 0; i < count; ++i) {
+      REQUIRE(to[i] == (static_cast<float>(i) - 3.0f) * 0.5f);
+      REQUIRE(in_place[i] == to[i]);
+      REQUIRE(wide[i] == (static_cast<double>(i) + 0.5) * 4.0);
+    }
+    CHECK(to[count] == -1.0f);  // untouched
+    CHECK(in_place[count] == static_cast<float>(count) - 3.0f);
+    CHECK(wide[count] == static_cast<double>(count) + 0.5);
+  }
 }
