@@ -5,8 +5,11 @@
 //   return   the last rank returns from main without hvd::shutdown()
 //   exit     the last rank calls exit(0) without hvd::shutdown()
 //   throw    the last rank lets an exception escape main (std::terminate)
-// A rank whose allreduce fails prints "rank R: caught after S s: MESSAGE", calls
-// hvd::shutdown() (which must return promptly) and exits 3.
+// A rank whose allreduce fails prints "rank R: caught after S s: MESSAGE", marks it in
+// $HVD_TEST_DIR/caught.<rank>, waits (at most 5 s) until every other surviving rank has too, calls
+// hvd::shutdown() (which must return promptly) and exits 3. The wait: each rank's liveness clock
+// starts when it enters the stuck cycle, a few ms apart, and mpirun kills the ranks still running
+// once the first one exits non-zero, before a later rank could print its own error.
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +26,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// The survivors are every rank but the last (the one stopped, killed or leaving).
+void wait_for_survivors(const char* dir, int rank, int size) {
+  if (dir == nullptr) return;
+  const std::string prefix = std::string(dir) + "/caught.";
+  std::ofstream(prefix + std::to_string(rank)) << rank << "\n";
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  for (int r = 0; r < size - 1; ++r)
+    while (!exists(prefix + std::to_string(r)) && Clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,6 +63,7 @@ int main(int argc, char** argv) {
       hvd::allreduce_async(t, t, {hvd::ReduceOp::Sum, "step"}).wait();
     } catch (const hvd::Error& e) {
       std::fprintf(stderr, "rank %d: caught after %.1f s: %s\n", rank, since(issued), e.what());
+      wait_for_survivors(dir, rank, size);
       const auto stopping = Clock::now();
       hvd::shutdown();
       std::fprintf(stderr, "rank %d: hvd::shutdown() took %.1f s\n", rank, since(stopping));
