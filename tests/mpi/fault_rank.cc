@@ -22,22 +22,17 @@
 
 #include <horovodcpp/horovod.h>
 
+#include "tests/common/rank_markers.h"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 // The survivors are every rank but the last (the one stopped, killed or leaving).
 void wait_for_survivors(const char* dir, int rank, int size) {
-  if (dir == nullptr) return;
-  const std::string prefix = std::string(dir) + "/caught.";
-  std::ofstream(prefix + std::to_string(rank)) << rank << "\n";
-  const auto give_up = Clock::now() + std::chrono::seconds(5);
-  for (int r = 0; r < size - 1; ++r)
-    while (!exists(prefix + std::to_string(r)) && Clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (dir != nullptr)
+    hvd::test::mark_and_wait_for_ranks(std::string(dir) + "/caught.", rank, size - 1, std::chrono::seconds(5));
 }
 }  // namespace
 

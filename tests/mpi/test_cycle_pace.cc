@@ -2,8 +2,8 @@
 // CycleExpectation), at np>=3 with a process set {0, 1}: ranks 0 and 1 belong to every set, so
 // every cycle that can complete needs a submission of theirs and they look rarely; the other
 // ranks are left out of {0, 1}, whose collectives run in global cycles they must join with
-// nothing of their own, so they keep looking often after each cycle. A look is a sleep of the background thread,
-// counted by the kernel as a voluntary context switch.
+// nothing of their own, so they keep looking often after each cycle. A look is a sleep of the
+// background thread, counted by the kernel as a voluntary context switch.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -45,7 +45,8 @@ TEST_CASE("after a cycle, a rank in every set looks rarely and a rank outside a 
     hvd::allreduce_async(t, t, in_set).wait();  // a global cycle the other ranks join with nothing
     before = background_sleeps();  // only the looks after it, not the waits inside it
   }
-  // Long enough for the outside ranks' looks to slow to one every 2-4 ms; ranks 0 and 1 look every 8 ms.
+  // Long enough for the outside ranks' looks to slow to one every 2-4 ms; ranks 0 and 1 look
+  // every 8 ms.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const long looks = background_sleeps() - before;
   INFO("rank " << hvd::rank() << ": the background thread slept " << looks << " times in 300 ms");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "horovodcpp/horovod.h"
+#include "tests/common/rank_markers.h"
 
 namespace {
 
@@ -30,8 +31,6 @@ sigset_t stop_signals() {
   return set;
 }
 
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 // `prefix`: $HOROVOD_TIMELINE; each rank marks its stop in "<prefix>.stopped.rank<r>" and waits
 // (at most 3 s: a peer killed outright never marks) until every rank has.
 void stop_on_signal(int rank, int size, std::string prefix) {
@@ -42,11 +41,7 @@ void stop_on_signal(int rank, int size, std::string prefix) {
   std::fprintf(stderr, "timeline_crash_app: rank %d stopped its timeline on signal %d\n", rank,
                signal);
   std::fflush(stderr);
-  std::ofstream(prefix + ".stopped.rank" + std::to_string(rank)) << signal;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  for (int r = 0; r < size; ++r)
-    while (!exists(prefix + ".stopped.rank" + std::to_string(r)) && std::chrono::steady_clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  hvd::test::mark_and_wait_for_ranks(prefix + ".stopped.rank", rank, size, std::chrono::seconds(3));
   std::_Exit(128 + signal);
 }
 
