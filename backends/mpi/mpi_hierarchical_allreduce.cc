@@ -21,16 +21,16 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   MpiHierarchicalAllreduce(MpiWorld& world, OpContext& context) : world_(world), context_(context) {}
   const char* backend() const override { return "MPI"; }
 
-  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries) const override {
+  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries, const Communicator& group) const override {
     const bool host = entries.empty() || entries.front().device == kCpuDevice ||
                       context_.settings.gpu_operations == "mpi";
     // Node-local and cross-node groups exist for the world only: process sets reduce flat.
-    const bool world_group = context_.communicator == nullptr || context_.communicator->id() == 0;
+    const bool world_group = group.id() == 0;
     return host && world_group && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
            world_.cross_size() > 1 && world_.homogeneous();
   }
 
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator&) override {
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
     std::int64_t total = 0;

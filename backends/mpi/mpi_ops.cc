@@ -60,15 +60,12 @@ class MpiOp : public CollectiveOp {
  public:
   MpiOp(MpiWorld& world, OpContext& context) : world_(world), context_(context) {}
   const char* backend() const override { return "MPI"; }
-  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries) const override {
+  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
     // Device tensors only with a CUDA-aware MPI, which the user asks for explicitly.
     return entries.empty() || entries.front().device == kCpuDevice || context_.settings.gpu_operations == "mpi";
   }
 
  protected:
-  // The group whose response runs (the world or a process set), as the Runtime set it.
-  const Communicator& group() const { return *context_.communicator; }
-  MPI_Comm comm() const { return mpi_comm(group()); }
   MpiWorld& world_;
   OpContext& context_;
 };
@@ -82,11 +79,12 @@ class MpiAllreduce final : public MpiOp {
   // same calls.
   static constexpr std::int64_t kDirectBytes = std::int64_t{1} << 20;
 
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
+    const MPI_Comm comm = mpi_comm(group);
     std::vector<TensorTableEntry*> direct, packed;
     for (auto& e : entries)
       (entries.size() == 1 || e.input->size_bytes() >= kDirectBytes ? direct : packed).push_back(&e);
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group().size() : 1.0;
+    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group.size() : 1.0;
     const double prescale = response.prescale_factor, postscale = response.postscale_factor * average;
     std::int64_t packed_count = 0;
     void* buffer = nullptr;
@@ -99,10 +97,10 @@ class MpiAllreduce final : public MpiOp {
     Status status = Status::ok();
     {
       Activity a(context_.timeline, entries, "MPI_ALLREDUCE");
-      if (buffer != nullptr) status = reduce(buffer, packed_count, response);
+      if (buffer != nullptr) status = reduce(buffer, packed_count, response, comm);
       for (auto* e : direct)
         if (status.is_ok()) {
-          status = reduce(e->output->data(), e->output->num_elements(), response);
+          status = reduce(e->output->data(), e->output->num_elements(), response, comm);
           if (status.is_ok()) scale_host_buffer(e->output->data(), e->output->num_elements(), response.dtype, postscale);
         }
     }
@@ -135,8 +133,8 @@ class MpiAllreduce final : public MpiOp {
 
   // The allreduce of `count` elements in place; the caller scales before and after, folded into
   // the copies through the fusion buffer where there are copies.
-  Status reduce(void* buffer, std::int64_t count, const Response& response) {
-    return world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm());
+  Status reduce(void* buffer, std::int64_t count, const Response& response, MPI_Comm comm) {
+    return world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm);
   }
 };
 
@@ -147,8 +145,9 @@ class MpiAllreduce final : public MpiOp {
 class MpiAllgather final : public MpiOp {
  public:
   using MpiOp::MpiOp;
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    const int size = group().size(), me = group().rank();
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
+    const int size = group.size(), me = group.rank();
+    const MPI_Comm comm = mpi_comm(group);
     if (response.first_dims.size() != entries.size() * static_cast<std::size_t>(size))
       return Status::error("internal: the allgather response carries " + std::to_string(response.first_dims.size()) +
                            " first dimensions for " + std::to_string(entries.size()) + " tensor(s) on " +
@@ -170,7 +169,7 @@ class MpiAllgather final : public MpiOp {
     if (entries.size() == 1) {
       auto& e = entries.front();
       Activity a(context_.timeline, entries, "MPI_ALLGATHER");
-      return gather(e.input->data(), counts, displs, e.output->data());
+      return gather(e.input->data(), counts, displs, e.output->data(), me, comm);
     }
     const std::int64_t total = std::int64_t{displs.back()} + counts.back();
     auto* send = static_cast<unsigned char*>(context_.host_fusion_buffer.get(static_cast<std::size_t>(rank_bytes[me] + total)));
@@ -185,7 +184,7 @@ class MpiAllgather final : public MpiOp {
     }
     {
       Activity a(context_.timeline, entries, "MPI_ALLGATHER");
-      Status s = gather(send, counts, displs, recv);
+      Status s = gather(send, counts, displs, recv, me, comm);
       if (!s.is_ok()) return s;
     }
     Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
@@ -207,9 +206,9 @@ class MpiAllgather final : public MpiOp {
     const std::size_t ranks = response.first_dims.size() / (response.names.empty() ? 1 : response.names.size());
     return response.first_dims[tensor * ranks + static_cast<std::size_t>(rank)];
   }
-  Status gather(const void* send, const std::vector<int>& counts, const std::vector<int>& displs, void* recv) {
-    return mpi_result(MPI_Allgatherv(send, counts[group().rank()], MPI_BYTE, recv, counts.data(), displs.data(),
-                                     MPI_BYTE, comm()),
+  static Status gather(const void* send, const std::vector<int>& counts, const std::vector<int>& displs, void* recv,
+                       int me, MPI_Comm comm) {
+    return mpi_result(MPI_Allgatherv(send, counts[me], MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, comm),
                       "MPI_Allgatherv");
   }
 };
@@ -217,16 +216,16 @@ class MpiAllgather final : public MpiOp {
 class MpiBroadcast final : public MpiOp {
  public:
   using MpiOp::MpiOp;
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
     auto& e = entries.front();
     const std::int64_t total = e.input->size_bytes();
-    if (group().rank() == response.root && e.input->data() != e.output->data())
+    if (group.rank() == response.root && e.input->data() != e.output->data())
       copy_bytes(e.output->data(), e.input->data(), total);
     Activity a(context_.timeline, entries, "MPI_BCAST");
     auto* bytes = static_cast<unsigned char*>(e.output->data());
     for (std::int64_t offset = 0; offset < total; offset += kMaxChunk) {
       const int n = static_cast<int>(std::min(kMaxChunk, total - offset));
-      Status s = mpi_result(MPI_Bcast(bytes + offset, n, MPI_BYTE, response.root, comm()), "MPI_Bcast");
+      Status s = mpi_result(MPI_Bcast(bytes + offset, n, MPI_BYTE, response.root, mpi_comm(group)), "MPI_Bcast");
       if (!s.is_ok()) return s;
     }
     return Status::ok();
@@ -236,11 +235,12 @@ class MpiBroadcast final : public MpiOp {
 class MpiAlltoall final : public MpiOp {
  public:
   using MpiOp::MpiOp;
-  Status execute(std::vector<TensorTableEntry>& entries, const Response&) override {
+  Status execute(std::vector<TensorTableEntry>& entries, const Response&, const Communicator& group) override {
     auto& e = entries.front();
-    const int size = group().size();
+    const int size = group.size();
+    const MPI_Comm comm = mpi_comm(group);
     std::vector<std::int64_t> received(size);
-    Status s = mpi_result(MPI_Alltoall(e.splits.data(), 1, MPI_INT64_T, received.data(), 1, MPI_INT64_T, comm()),
+    Status s = mpi_result(MPI_Alltoall(e.splits.data(), 1, MPI_INT64_T, received.data(), 1, MPI_INT64_T, comm),
                           "MPI_Alltoall");
     if (!s.is_ok()) return s;
     const std::int64_t row_bytes = row_elements(e.input->shape()) * dtype_size(e.input->dtype());
@@ -257,7 +257,7 @@ class MpiAlltoall final : public MpiOp {
     e.received_splits = received;
     Activity a(context_.timeline, entries, "MPI_ALLTOALL");
     return mpi_result(MPI_Alltoallv(e.input->data(), sc.data(), sd.data(), MPI_BYTE, e.output->data(), rc.data(),
-                                    rd.data(), MPI_BYTE, comm()),
+                                    rd.data(), MPI_BYTE, comm),
                       "MPI_Alltoallv");
   }
 };
@@ -269,8 +269,8 @@ class MpiAlltoall final : public MpiOp {
 class MpiReducescatter final : public MpiOp {
  public:
   using MpiOp::MpiOp;
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    const int size = group().size(), me = group().rank();
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
+    const int size = group.size(), me = group.rank();
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
     // counts[t][r]: elements of tensor t that rank r keeps.
@@ -305,7 +305,7 @@ class MpiReducescatter final : public MpiOp {
     {
       Activity a(context_.timeline, entries, "MPI_REDUCESCATTER");
       Status s = mpi_result(MPI_Reduce_scatter(send, recv, int_counts.data(), world_.types().datatype(dtype),
-                                               world_.types().reduce_op(dtype, response.reduce_op), comm()),
+                                               world_.types().reduce_op(dtype, response.reduce_op), mpi_comm(group)),
                             "MPI_Reduce_scatter");
       if (!s.is_ok()) return s;
     }
@@ -340,10 +340,10 @@ class MpiReducescatter final : public MpiOp {
 class MpiBarrier final : public MpiOp {
  public:
   using MpiOp::MpiOp;
-  bool enabled(const Response&, const std::vector<TensorTableEntry>&) const override { return true; }
-  Status execute(std::vector<TensorTableEntry>&, const Response&) override {
+  bool enabled(const Response&, const std::vector<TensorTableEntry>&, const Communicator&) const override { return true; }
+  Status execute(std::vector<TensorTableEntry>&, const Response&, const Communicator& group) override {
     // Negotiation already proved every rank arrived; this only orders the data traffic.
-    return mpi_result(MPI_Barrier(comm()), "MPI_Barrier");
+    return mpi_result(MPI_Barrier(mpi_comm(group)), "MPI_Barrier");
   }
 };
 

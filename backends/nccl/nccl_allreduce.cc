@@ -59,19 +59,20 @@ class NcclAllreduce final : public NcclOp {
   explicit NcclAllreduce(NcclContext& nccl) : NcclOp(nccl, "allreduce") {}
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
-    const ReducePlan plan = reduce_plan(response, nccl_.group().size());
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    ncclComm_t comm = prepare(entries, response, group);
+    const ReducePlan plan = reduce_plan(response, group.size());
     if (entries.size() == 1 && !is_host_stand_in(entries[0])) {
-      reduce_single(entries[0], response.dtype, plan);
+      reduce_single(entries[0], response.dtype, plan, comm);
     } else {
-      reduce_fused(entries, response.dtype, plan);
+      reduce_fused(entries, response.dtype, plan, comm);
     }
     return nccl_.finish_async(entries, name_);
   }
 
  private:
-  void reduce_single(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan) {
+  void reduce_single(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan, ncclComm_t comm) {
     cudaStream_t stream = nccl_.stream();
     const std::int64_t count = entry.input->num_elements();
     void* out = entry.output ? entry.output->data() : entry.input->data();
@@ -81,14 +82,15 @@ class NcclAllreduce final : public NcclOp {
       send = out;
     }
     nccl_.op_context().timeline.activity_start(entry.name, "NCCL_ALLREDUCE");
-    check_nccl(ncclAllReduce(send, out, count, nccl_datatype(dtype), plan.op, nccl_.comm(), stream),
-               "ncclAllReduce", nccl_.comm());
+    check_nccl(ncclAllReduce(send, out, count, nccl_datatype(dtype), plan.op, comm, stream),
+               "ncclAllReduce", comm);
     if (plan.postscale != 1.0) {
       check_cuda(scale_device_buffer(out, count, dtype, plan.postscale, stream), "postscale");
     }
   }
 
-  void reduce_fused(std::vector<TensorTableEntry>& entries, DataType dtype, const ReducePlan& plan) {
+  void reduce_fused(std::vector<TensorTableEntry>& entries, DataType dtype, const ReducePlan& plan,
+                    ncclComm_t comm) {
     cudaStream_t stream = nccl_.stream();
     auto& timeline = nccl_.op_context().timeline;
     const FusionLayout layout = fusion_layout(entries, dtype);
@@ -100,9 +102,8 @@ class NcclAllreduce final : public NcclOp {
       check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream), "prescale");
     }
     nccl_.start_activity(entries, "NCCL_ALLREDUCE");
-    check_nccl(ncclAllReduce(buffer, buffer, layout.total, nccl_datatype(dtype), plan.op,
-                             nccl_.comm(), stream),
-               "ncclAllReduce", nccl_.comm());
+    check_nccl(ncclAllReduce(buffer, buffer, layout.total, nccl_datatype(dtype), plan.op, comm, stream),
+               "ncclAllReduce", comm);
     if (plan.postscale != 1.0) {
       check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
     }

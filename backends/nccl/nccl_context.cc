@@ -42,13 +42,7 @@ ncclComm_t NcclContext::comm_for(const Communicator& group) {
   return comm;
 }
 
-ncclComm_t NcclContext::comm() const {
-  std::lock_guard<std::mutex> lock(comms_mutex_);
-  auto it = comms_.find(group().id());
-  return it == comms_.end() ? nullptr : it->second;
-}
-
-void NcclContext::prepare(int device) {
+ncclComm_t NcclContext::prepare(int device, const Communicator& group) {
   if (device_ >= 0) {
     if (device != device_) {
       throw NcclFailure("the NCCL communicators of this process were created on CUDA device " +
@@ -63,7 +57,7 @@ void NcclContext::prepare(int device) {
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the NCCL stream");
     finalizer_ = std::make_unique<NcclFinalizer>(device_, context_, [this] { return async_error(); });
   }
-  comm_for(group());
+  return comm_for(group);
 }
 
 ncclComm_t NcclContext::local_comm() { return comm_for(world_.local()); }

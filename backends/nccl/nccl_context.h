@@ -33,18 +33,15 @@ class NcclContext {
   NcclContext(const NcclContext&) = delete;
   NcclContext& operator=(const NcclContext&) = delete;
 
-  // Binds this process to `device` on first use and creates the current group's communicator
-  // on its first use; later calls check the device is the same (one device per process).
+  // Binds this process to `device` on first use and returns `group`'s communicator, created on
+  // its first use; later calls check the device is the same (one device per process).
   // Throws NcclFailure.
-  void prepare(int device);
+  ncclComm_t prepare(int device, const Communicator& group);
   // The communicator among the ranks of this node; created on first use. Throws.
   ncclComm_t local_comm();
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  // The group whose response is executing (the world or a process set) and its communicator.
-  const Communicator& group() const { return *context_.communicator; }
-  ncclComm_t comm() const;
   World& world() { return world_; }
   OpContext& op_context() { return context_; }
   void* fusion_buffer(std::size_t bytes) { return fusion_.get(bytes, stream_); }

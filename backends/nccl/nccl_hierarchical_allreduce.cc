@@ -19,17 +19,19 @@ class NcclHierarchicalAllreduce final : public NcclOp {
  public:
   explicit NcclHierarchicalAllreduce(NcclContext& nccl) : NcclOp(nccl, "hierarchical allreduce") {}
 
-  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const override {
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+               const Communicator& group) const override {
     World& world = nccl_.world();
     // Node-local groups exist for the world only: process sets reduce flat.
-    return NcclOp::enabled(response, entries) && nccl_.op_context().communicator->id() == 0 &&
+    return NcclOp::enabled(response, entries, group) && group.id() == 0 &&
            nccl_.op_context().settings.hierarchical_allreduce && world.local_size() > 1 &&
            world.cross_size() > 1 && world.homogeneous();
   }
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    prepare(entries, response, group);
     ncclComm_t local = nccl_.local_comm();
     World& world = nccl_.world();
     const DataType dtype = response.dtype;

@@ -54,12 +54,14 @@ bool is_host_stand_in(const TensorTableEntry& entry) {
 
 // Same rule as the registry's: the first entry's device decides (a joined rank's stand-ins
 // carry the response's device).
-bool NcclOp::enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const {
+bool NcclOp::enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+                     const Communicator&) const {
   const int device = entries.empty() ? response.device : entries.front().device;
   return device != kCpuDevice;
 }
 
-void NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const Response& response) {
+ncclComm_t NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const Response& response,
+                           const Communicator& group) {
   // This rank's own device: a real entry's, else (a joined rank's stand-ins only) the device
   // the communicator already lives on, else the response's.
   int device = nccl_.device() >= 0 ? nccl_.device() : response.device;
@@ -69,13 +71,15 @@ void NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const Respons
       break;
     }
   }
-  nccl_.prepare(device);
+  ncclComm_t comm = nccl_.prepare(device, group);
   nccl_.wait_for_inputs(entries);
+  return comm;
 }
 
-Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& response) {
+Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& response,
+                       const Communicator& group) {
   try {
-    return run(entries, response);
+    return run(entries, response, group);
   } catch (const std::exception& e) {
     std::string names;
     for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
@@ -91,18 +95,19 @@ class NcclBroadcast final : public NcclOp {
   explicit NcclBroadcast(NcclContext& nccl) : NcclOp(nccl, "broadcast") {}
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    ncclComm_t comm = prepare(entries, response, group);
     nccl_.start_activity(entries, "NCCL_BCAST");
     const ncclDataType_t type = nccl_datatype(response.dtype);
-    NcclGroup group;
+    NcclGroup launch;
     for (auto& entry : entries) {
       void* out = entry.output ? entry.output->data() : entry.input->data();
       check_nccl(ncclBroadcast(entry.input->data(), out, entry.input->num_elements(), type,
-                               response.root, nccl_.comm(), nccl_.stream()),
-                 "ncclBroadcast", nccl_.comm());
+                               response.root, comm, nccl_.stream()),
+                 "ncclBroadcast", comm);
     }
-    group.end(nccl_.comm());
+    launch.end(comm);
     return nccl_.finish_async(entries, name_);
   }
 };
@@ -114,9 +119,10 @@ class NcclAllgather final : public NcclOp {
   explicit NcclAllgather(NcclContext& nccl) : NcclOp(nccl, "allgather") {}
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
-    const int size = nccl_.group().size();
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    ncclComm_t comm = prepare(entries, response, group);
+    const int size = group.size();
     const bool per_tensor = response.first_dims.size() == entries.size() * size;
     if (!per_tensor && response.first_dims.size() != static_cast<std::size_t>(size)) {
       throw NcclFailure("the response carries " + std::to_string(response.first_dims.size()) +
@@ -124,14 +130,15 @@ class NcclAllgather final : public NcclOp {
     }
     for (std::size_t t = 0; t < entries.size(); ++t) {
       const std::int64_t* dims = response.first_dims.data() + (per_tensor ? t * size : 0);
-      gather_one(entries[t], std::vector<std::int64_t>(dims, dims + size), response.dtype);
+      gather_one(entries[t], std::vector<std::int64_t>(dims, dims + size), response.dtype, comm);
     }
     nccl_.start_activity(entries, "NCCL_ALLGATHER");
     return nccl_.finish_async(entries, name_);
   }
 
  private:
-  void gather_one(TensorTableEntry& entry, const std::vector<std::int64_t>& dims, DataType dtype) {
+  void gather_one(TensorTableEntry& entry, const std::vector<std::int64_t>& dims, DataType dtype,
+                  ncclComm_t comm) {
     const TensorShape& in_shape = entry.input->shape();
     if (in_shape.empty()) throw NcclFailure("allgather needs a tensor of at least one dimension");
     std::int64_t row = 1;
@@ -152,23 +159,21 @@ class NcclAllgather final : public NcclOp {
     const ncclDataType_t type = nccl_datatype(dtype);
     auto* out = static_cast<unsigned char*>(entry.output->data());
     if (equal) {
-      check_nccl(ncclAllGather(entry.input->data(), out, dims[0] * row, type, nccl_.comm(),
-                               nccl_.stream()),
-                 "ncclAllGather", nccl_.comm());
+      check_nccl(ncclAllGather(entry.input->data(), out, dims[0] * row, type, comm, nccl_.stream()),
+                 "ncclAllGather", comm);
       return;
     }
-    NcclGroup group;
+    NcclGroup launch;
     std::int64_t offset = 0;
     for (std::size_t r = 0; r < dims.size(); ++r) {
       if (dims[r] > 0) {
         check_nccl(ncclBroadcast(entry.input->data(), out + offset * row * dtype_size(dtype),
-                                 dims[r] * row, type, static_cast<int>(r), nccl_.comm(),
-                                 nccl_.stream()),
-                   "ncclBroadcast (allgather)", nccl_.comm());
+                                 dims[r] * row, type, static_cast<int>(r), comm, nccl_.stream()),
+                   "ncclBroadcast (allgather)", comm);
       }
       offset += dims[r];
     }
-    group.end(nccl_.comm());
+    launch.end(comm);
   }
 };
 

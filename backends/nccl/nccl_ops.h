@@ -19,14 +19,18 @@ class NcclOp : public CollectiveOp {
  public:
   NcclOp(NcclContext& nccl, const char* name) : nccl_(nccl), name_(name) {}
   const char* backend() const override { return "NCCL"; }
-  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const override;
-  Status execute(std::vector<TensorTableEntry>& entries, const Response& response) final;
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+               const Communicator& group) const override;
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response,
+                 const Communicator& group) final;
 
  protected:
-  // Enqueues the work; returns what execute returns. May throw NcclFailure.
-  virtual Status run(std::vector<TensorTableEntry>& entries, const Response& response) = 0;
-  // Prepares the context on this rank's device for the response.
-  void prepare(const std::vector<TensorTableEntry>& entries, const Response& response);
+  // Enqueues the work among the ranks of `group`; returns what execute returns. May throw NcclFailure.
+  virtual Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+                     const Communicator& group) = 0;
+  // Prepares the context on this rank's device for the response; returns `group`'s communicator.
+  ncclComm_t prepare(const std::vector<TensorTableEntry>& entries, const Response& response,
+                     const Communicator& group);
 
   NcclContext& nccl_;
   const char* name_;

@@ -56,9 +56,10 @@ class NcclAlltoall final : public NcclOp {
   explicit NcclAlltoall(NcclContext& nccl) : NcclOp(nccl, "alltoall") {}
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
-    for (auto& entry : entries) exchange_one(entry, response.dtype);
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    ncclComm_t comm = prepare(entries, response, group);
+    for (auto& entry : entries) exchange_one(entry, response.dtype, group, comm);
     nccl_.start_activity(entries, "NCCL_ALLTOALL");
     return nccl_.finish_async(entries, name_);
   }
@@ -81,12 +82,12 @@ class NcclAlltoall final : public NcclOp {
     return entry.splits;
   }
 
-  void exchange_one(TensorTableEntry& entry, DataType dtype) {
-    const int size = nccl_.group().size();
+  void exchange_one(TensorTableEntry& entry, DataType dtype, const Communicator& group, ncclComm_t comm) {
+    const int size = group.size();
     const TensorShape& shape = entry.input->shape();
     if (shape.empty()) throw NcclFailure("alltoall needs a tensor of at least one dimension");
     const std::vector<std::int64_t> sends = send_splits(entry, shape[0], size);
-    const std::vector<std::int64_t> recvs = exchange_splits(nccl_.group(), sends);
+    const std::vector<std::int64_t> recvs = exchange_splits(group, sends);
     TensorShape out_shape = shape;
     out_shape[0] = 0;
     for (auto r : recvs) out_shape[0] += r;
@@ -97,21 +98,21 @@ class NcclAlltoall final : public NcclOp {
     const auto* in = static_cast<const unsigned char*>(entry.input->data());
     auto* out = static_cast<unsigned char*>(entry.output->data());
     // Bytes as ncclUint8 sidestep counts that overflow for wide rows of large dtypes.
-    NcclGroup group;
+    NcclGroup launch;
     std::int64_t send_off = 0, recv_off = 0;
     for (int peer = 0; peer < size; ++peer) {
       if (sends[peer] > 0) {
-        check_nccl(ncclSend(in + send_off, sends[peer] * row_bytes, ncclUint8, peer, nccl_.comm(),
-                            nccl_.stream()), "ncclSend", nccl_.comm());
+        check_nccl(ncclSend(in + send_off, sends[peer] * row_bytes, ncclUint8, peer, comm,
+                            nccl_.stream()), "ncclSend", comm);
       }
       if (recvs[peer] > 0) {
-        check_nccl(ncclRecv(out + recv_off, recvs[peer] * row_bytes, ncclUint8, peer, nccl_.comm(),
-                            nccl_.stream()), "ncclRecv", nccl_.comm());
+        check_nccl(ncclRecv(out + recv_off, recvs[peer] * row_bytes, ncclUint8, peer, comm,
+                            nccl_.stream()), "ncclRecv", comm);
       }
       send_off += sends[peer] * row_bytes;
       recv_off += recvs[peer] * row_bytes;
     }
-    group.end(nccl_.comm());
+    launch.end(comm);
   }
 };
 
@@ -123,17 +124,19 @@ class NcclReducescatter final : public NcclOp {
   explicit NcclReducescatter(NcclContext& nccl) : NcclOp(nccl, "reducescatter") {}
 
  protected:
-  Status run(std::vector<TensorTableEntry>& entries, const Response& response) override {
-    prepare(entries, response);
-    const ReducePlan plan = reduce_plan(response, nccl_.group().size());
-    for (auto& entry : entries) scatter_one(entry, response.dtype, plan);
+  Status run(std::vector<TensorTableEntry>& entries, const Response& response,
+             const Communicator& group) override {
+    ncclComm_t comm = prepare(entries, response, group);
+    const ReducePlan plan = reduce_plan(response, group.size());
+    for (auto& entry : entries) scatter_one(entry, response.dtype, plan, group, comm);
     nccl_.start_activity(entries, "NCCL_REDUCESCATTER");
     return nccl_.finish_async(entries, name_);
   }
 
  private:
-  void scatter_one(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan) {
-    const int size = nccl_.group().size(), rank = nccl_.group().rank();
+  void scatter_one(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan, const Communicator& group,
+                   ncclComm_t comm) {
+    const int size = group.size(), rank = group.rank();
     const TensorShape& shape = entry.input->shape();
     if (shape.empty()) throw NcclFailure("reducescatter needs a tensor of at least one dimension");
     const std::int64_t rows = shape[0], row = row_elements(shape), esize = dtype_size(dtype);
@@ -165,13 +168,13 @@ class NcclReducescatter final : public NcclOp {
     const std::int64_t mine = out_shape[0] * row;
     if (extra == 0) {
       check_nccl(ncclReduceScatter(send, out, block * row, nccl_datatype(dtype), plan.op,
-                                   nccl_.comm(), stream), "ncclReduceScatter", nccl_.comm());
+                                   comm, stream), "ncclReduceScatter", comm);
     } else {
       // In place in the padded buffer, then this rank's real rows out.
       auto* buffer = static_cast<unsigned char*>(const_cast<void*>(send));
       unsigned char* own = buffer + rank * block * row * esize;
       check_nccl(ncclReduceScatter(buffer, own, block * row, nccl_datatype(dtype), plan.op,
-                                   nccl_.comm(), stream), "ncclReduceScatter", nccl_.comm());
+                                   comm, stream), "ncclReduceScatter", comm);
       if (mine > 0) {
         check_cuda(cudaMemcpyAsync(out, own, mine * esize, cudaMemcpyDeviceToDevice, stream),
                    "copying out of the device fusion buffer");

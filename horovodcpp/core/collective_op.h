@@ -20,26 +20,29 @@ class Timeline;
 
 namespace hvd::detail {
 
-// What the Runtime hands every op: read-only settings, the world, the timeline and the host
-// fusion buffer, plus `finish` for ops that complete their entries later (thread-safe), and
-// the group (world or process set) whose response is executing, set before each execute().
+// What the Runtime hands every op once, at registration: read-only settings, the world, the
+// timeline and the host fusion buffer, plus `finish` for ops that complete their entries later
+// (thread-safe). The group a response runs on is not here: it is an argument of each call.
 struct OpContext {
   const Settings& settings;
   World& world;
   Timeline& timeline;
   FusionBuffer& host_fusion_buffer;
   std::function<void(std::vector<TensorTableEntry>& entries, const Status& status)> finish;
-  Communicator* communicator = nullptr;
 };
 
 class CollectiveOp {
  public:
   virtual ~CollectiveOp() = default;
   virtual const char* backend() const = 0;  // "MPI", "NCCL": matched against HOROVOD_*_OPERATIONS
-  virtual bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries) const = 0;
-  // Runs the collective for the entries of one (possibly fused) response. Returns Ok when every
-  // output is final, InProgress when the op will call OpContext::finish itself, or an error.
-  virtual Status execute(std::vector<TensorTableEntry>& entries, const Response& response) = 0;
+  // Whether this op can run the response on `group` (the world or a process set).
+  virtual bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+                       const Communicator& group) const = 0;
+  // Runs the collective for the entries of one (possibly fused) response among the ranks of
+  // `group`. Returns Ok when every output is final, InProgress when the op will call
+  // OpContext::finish itself, or an error.
+  virtual Status execute(std::vector<TensorTableEntry>& entries, const Response& response,
+                         const Communicator& group) = 0;
 };
 
 }  // namespace hvd::detail

@@ -23,8 +23,8 @@ bool OpRegistry::has_backend(const std::string& backend) const {
 }
 
 CollectiveOp* OpRegistry::select(const Response& response, const std::vector<TensorTableEntry>& entries,
-                                 const std::string& cpu_operations, const std::string& gpu_operations,
-                                 std::string* why) const {
+                                 const Communicator& group, const std::string& cpu_operations,
+                                 const std::string& gpu_operations, std::string* why) const {
   const int device = entries.empty() ? response.device : entries.front().device;
   const bool on_gpu = device != kCpuDevice;
   const std::string& wanted = on_gpu ? gpu_operations : cpu_operations;
@@ -32,7 +32,7 @@ CollectiveOp* OpRegistry::select(const Response& response, const std::vector<Ten
   if (it != ops_.end()) {
     for (const auto& op : it->second) {
       if (!wanted.empty() && lower(op->backend()) != wanted) continue;
-      if (op->enabled(response, entries)) return op.get();
+      if (op->enabled(response, entries, group)) return op.get();
     }
   }
   if (why != nullptr) {

@@ -15,10 +15,11 @@ namespace hvd::detail {
 class OpRegistry {
  public:
   void add(ResponseType type, std::unique_ptr<CollectiveOp> op);
-  // The op to run, or nullptr with `why` explaining (e.g. the requested backend is not built).
+  // The op to run the response on `group`, or nullptr with `why` explaining (e.g. the requested
+  // backend is not built).
   CollectiveOp* select(const Response& response, const std::vector<TensorTableEntry>& entries,
-                       const std::string& cpu_operations, const std::string& gpu_operations,
-                       std::string* why) const;
+                       const Communicator& group, const std::string& cpu_operations,
+                       const std::string& gpu_operations, std::string* why) const;
   bool has_backend(const std::string& backend) const;
 
  private:

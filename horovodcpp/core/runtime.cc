@@ -460,18 +460,18 @@ void Runtime::execute(const Response& response, ProcessSetState& set) {
     return;
   }
   std::string why;
+  const Communicator& group = *set.communicator;
   CollectiveOp* op =
-      registry_.select(response, entries, settings_.cpu_operations, settings_.gpu_operations, &why);
+      registry_.select(response, entries, group, settings_.cpu_operations, settings_.gpu_operations, &why);
   if (op == nullptr) {
     finish(entries, Status::error(std::string(response_type_name(response.type)) + " of " +
                                   joined_names(response.names) + " failed: " + why));
     return;
   }
   for (auto& e : entries) timeline_.queue_end(e.name);
-  op_context_->communicator = set.communicator;
   Status status = Status::ok();
   try {
-    status = op->execute(entries, response);
+    status = op->execute(entries, response, group);
   } catch (const std::exception& e) {
     status = Status::error(e.what());
   }
