@@ -26,15 +26,18 @@ class MpiControlChannel final : public ControlChannel {
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override;
   void bitwise_or(std::vector<std::uint64_t>& bits) override;
-  // Rank 0 starts every cycle: at once when it wants one itself, or when another rank asks with
-  // a wake-up message (it keeps one receive posted for them). Its start message reaches every
-  // other rank. Requests carry the cycle number, so a request for a cycle that already started
-  // (two ranks asked at once) is recognized as stale and costs nothing.
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) override;
+  // Cycle starts (the CyclePacer decides when): rank 0 keeps one receive posted for the other
+  // ranks' wake-up messages and sends its start message to every other rank. Both carry the
+  // cycle number, so a request for a cycle that already started (two ranks asked at once) is
+  // recognized as stale and costs nothing.
+  bool start_arrived() override;
+  void ask_to_start() override;
+  void announce_start() override;
+  void await_start() override;
   // More ranks on this host than cores: a polling rank would take the core of the rank it
   // waits for, so waits sleep from the start. Set once by the world, for every channel.
   static void set_oversubscribed(bool oversubscribed);
-  // Cancels the posted wake-up receive; call before the communicator is freed.
+  // Cancels the posted receives; call before the communicator is freed.
   void close();
 
  private:
@@ -42,17 +45,17 @@ class MpiControlChannel final : public ControlChannel {
   // otherwise, or after that, wait_without_spinning, polling first only if the previous wait
   // was short (the ranks in step).
   void wait(MPI_Request* request);
-  // A rank other than 0 that asked for a cycle: waits for rank 0's start message.
-  void wait_for_answer(MPI_Request* start, bool oversubscribed);
-  // Rank 0: whether some rank has asked for cycle `cycle` (or a later one) by now.
-  bool asked_by_another(std::uint64_t cycle);
+  void post_start_receive();  // ranks other than 0: the start message of the next cycle
+  void take_start();          // it arrived: checks its cycle number and counts the cycle
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t cycles_started_ = 0;  // the same on every rank: one per wait_for_cycle_start
-  MPI_Request wake_request_ = MPI_REQUEST_NULL;
+  std::uint64_t cycles_started_ = 0;  // the same on every rank once the start arrived
+  MPI_Request wake_request_ = MPI_REQUEST_NULL;  // rank 0
   std::uint64_t wake_buffer_ = 0;
+  MPI_Request start_request_ = MPI_REQUEST_NULL;  // other ranks
+  std::uint64_t start_buffer_ = 0;
   static std::atomic<bool> oversubscribed_;
   bool poll_next_wait_ = true;
   std::uint64_t sleeping_waits_ = 0;

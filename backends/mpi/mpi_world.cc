@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "backends/mpi/mpi_start_check.h"
+#include "core/background_placement.h"
 #include "core/host_scale.h"
 
 namespace hvd::detail {
@@ -109,7 +109,7 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   homogeneous_ = sizes[0] == -sizes[1];
 
   types_.create();
-  MpiControlChannel::set_oversubscribed(local_size_ > static_cast<int>(std::thread::hardware_concurrency()));
+  MpiControlChannel::set_oversubscribed(ranks_outnumber_cores(local_size_));
   control_ = std::make_unique<MpiControlChannel>(control_comm_);
   liveness_ = std::make_unique<MpiLivenessChannel>(liveness_comm_);
 

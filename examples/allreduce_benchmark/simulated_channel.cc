@@ -36,8 +36,15 @@ void SimulatedChannel::combine(std::vector<std::uint64_t>& bits, bool is_and) {
   }
 }
 
-void SimulatedChannel::wait_for_cycle_start(const CycleWanted&, const Expectation&) {
-  throw std::logic_error("SimulatedChannel::wait_for_cycle_start: the controller benchmark drives cycles itself");
+namespace {
+[[noreturn]] void no_cycle_starts() {
+  throw std::logic_error("SimulatedChannel: the controller benchmark drives cycles itself");
 }
+}  // namespace
+
+bool SimulatedChannel::start_arrived() { no_cycle_starts(); }
+void SimulatedChannel::ask_to_start() { no_cycle_starts(); }
+void SimulatedChannel::announce_start() { no_cycle_starts(); }
+void SimulatedChannel::await_start() { no_cycle_starts(); }
 
 }  // namespace hvd::bench

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <thread>
+
 #include "core/blocked_callers.h"
 
 namespace hvd::detail {
@@ -11,6 +13,10 @@ bool BackgroundPlacement::cores_full(int local_size) {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
   return local_size >= CPU_COUNT(&set);
+}
+
+bool ranks_outnumber_cores(int local_size) {
+  return local_size > static_cast<int>(std::thread::hardware_concurrency());
 }
 
 int BackgroundPlacement::follow_blocked_caller() {

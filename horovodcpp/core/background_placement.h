@@ -29,4 +29,9 @@ class BackgroundPlacement {
   int kept_on_ = -1;  // the core this thread's affinity holds it to, -1 while unrestricted
 };
 
+// Whether `local_size` ranks outnumber this host's cores: then no wait polls (the MPI channel's
+// waits inside a cycle, the CyclePacer's looks), since a polling rank would take the core of the
+// rank it waits for.
+bool ranks_outnumber_cores(int local_size);
+
 }  // namespace hvd::detail

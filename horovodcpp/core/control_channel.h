@@ -3,30 +3,10 @@
 // Used only by the background thread. Implementations must not busy-spin while they wait.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 namespace hvd::detail {
-
-// What a rank waiting for the next cycle expects from the others, which sets how often it looks
-// for another rank's request (each look wakes its background thread and takes a core from
-// training for tens of microseconds).
-enum class CycleExpectation {
-  // This rank's submissions already wait on other ranks' (it is ahead of them), or wait here to
-  // join the cycle of the last rank to submit while a user thread waits for them: that cycle
-  // is due soon and worth looking for often.
-  PeersDue,
-  // Other ranks may start cycles that this rank brings nothing to and still must join (the
-  // global cycles behind a process set this rank is not in), or this rank holds submissions
-  // while its threads compute (a burst settling during backward).
-  MayBeNeeded,
-  // Every collective that can complete needs a submission of this rank, and a submission wakes
-  // it at once: a cycle another rank starts earlier can wait for it. Looks are for rare events
-  // only (a peer's shutdown, the stall inspector's heartbeat).
-  OwnWorkFirst,
-};
 
 class ControlChannel {
  public:
@@ -42,17 +22,21 @@ class ControlChannel {
   // Element-wise bitwise OR across ranks, in place.
   virtual void bitwise_or(std::vector<std::uint64_t>& bits) = 0;
 
-  // Cycle start. Between two negotiation cycles every rank waits here; it returns on every rank
-  // once some rank asked for the next cycle, so cycles run only when some rank has work (no
-  // timer). A rank asks when `wants_cycle(timeout)` returns true: it blocks up to `timeout`
-  // (waking early for local work) and says whether this rank wants a cycle now; the channel
-  // chooses the timeout, which is how often it looks for another rank's request. A rank that is
-  // asked by another joins the cycle without being asked itself. `expecting()` says how soon
-  // that may matter; it is asked again before every look (wants_cycle returns early when new
-  // submissions arrive, which can change it).
-  using CycleWanted = std::function<bool(std::chrono::microseconds timeout)>;
-  using Expectation = std::function<CycleExpectation()>;
-  virtual void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& expecting) = 0;
+  // Cycle start, the mechanism only: when to look and when to ask is the CyclePacer's (core/
+  // cycle_pacer.h). The coordinator (rank 0) starts every cycle by announcing it to every other
+  // rank, when it wants a cycle itself or when another rank asked it to.
+  //
+  // Coordinator: whether some rank asked for the next cycle since the last announcement (a request
+  // for a cycle that already started is stale and ignored). Other ranks: whether the coordinator
+  // announced the next cycle; true once per cycle, and throws when the ranks are out of step.
+  virtual bool start_arrived() = 0;
+  // Other ranks: asks the coordinator to start the next cycle (then the start arrives).
+  virtual void ask_to_start() = 0;
+  // Coordinator: the next cycle starts, on every rank.
+  virtual void announce_start() = 0;
+  // Other ranks, after ask_to_start(): blocks until the start arrives, waiting as the channel's
+  // collectives wait.
+  virtual void await_start() = 0;
 };
 
 }  // namespace hvd::detail

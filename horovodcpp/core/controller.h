@@ -1,6 +1,8 @@
 // Decides, once per background cycle, which tensors are ready on every rank, and returns the
 // same ordered ResponseList on every rank. Knows nothing of MPI: it talks through a
-// ControlChannel. Used only by the background thread; owned by the Runtime.
+// ControlChannel. One per process set, on its members (ProcessSetTable owns it); used only by the
+// background thread, where Cycle::run calls it once per cycle for each set this rank is in and
+// hands the list to the Executor.
 //
 // One cycle (compute_response_list):
 //  1. The requests popped from the local queue this cycle are split: a request whose name and

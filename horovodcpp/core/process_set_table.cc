@@ -47,6 +47,15 @@ ProcessSetState& ProcessSetTable::add(std::vector<int> sorted_ranks) {
   return out;
 }
 
+ProcessSetState& ProcessSetTable::open(std::vector<int> sorted_ranks, World& world,
+                                       const ControllerFactory& make_controller) {
+  ProcessSetState& set = add(std::move(sorted_ranks));
+  set.owned = world.create_communicator(set.id, set.ranks);
+  set.communicator = set.owned.get();
+  if (set.member()) set.controller = make_controller(set);
+  return set;
+}
+
 void ProcessSetTable::remove(int id) {
   sets_.erase(id);
   removed_[id] = true;
@@ -58,6 +67,13 @@ std::vector<ProcessSetState*> ProcessSetTable::member_sets() {
   for (auto& [id, set] : sets_)
     if (set->member()) out.push_back(set.get());
   return out;
+}
+
+ProcessSetState* ProcessSetTable::next_member_set(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = sets_.upper_bound(id); it != sets_.end(); ++it)
+    if (it->second->member()) return it->second.get();
+  return nullptr;
 }
 
 bool ProcessSetTable::some_set_excludes_this_rank() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include "core/communicator.h"
 #include "core/controller.h"
+#include "core/world.h"
 
 namespace hvd::detail {
 
@@ -32,6 +34,9 @@ struct ProcessSetState {
   bool member() const { return communicator != nullptr; }
 };
 
+// A set's controller, made the same way for every set (the Runtime's settings and timeline).
+using ControllerFactory = std::function<std::unique_ptr<Controller>(const ProcessSetState& set)>;
+
 // "process set 2 (ranks [0, 1])"; "the global process set" for id 0.
 std::string describe_process_set(int id, const std::vector<int>& ranks);
 
@@ -47,9 +52,15 @@ class ProcessSetTable {
   bool was_removed(int id) const { return removed_.count(id) > 0; }
   // Under mutex(); background thread. Ids are assigned in call order, the same on every rank.
   ProcessSetState& add(std::vector<int> sorted_ranks);
+  // add(), then the set's group, created collectively over every rank of `world` (each calls
+  // this at the same point), and on its members its controller. Under mutex(); background thread.
+  ProcessSetState& open(std::vector<int> sorted_ranks, World& world, const ControllerFactory& make_controller);
   void remove(int id);
   // Background thread: the sets this rank belongs to, ascending id (the global set first).
   std::vector<ProcessSetState*> member_sets();
+  // Background thread: the set this rank belongs to with the lowest id above `id` (the global
+  // set for -1), or null. Looked up anew each time, so sets added or removed meanwhile count.
+  ProcessSetState* next_member_set(int id);
   // Background thread: some registered set leaves this rank out (its members' collectives run
   // in global cycles this rank must join without submitting anything).
   bool some_set_excludes_this_rank();

@@ -1,13 +1,23 @@
-// The one object behind hvd::init(): owns the world, backends, op registry, controller, tensor
-// queue, fusion buffer and timeline, and runs the background thread ("hvd-background") that
-// makes every MPI call: each cycle it pops new requests, negotiates through each process set's
-// Controller (the global set first, then the others this rank belongs to, by ascending id) and
-// executes the agreed responses with the registry's ops. User threads only enqueue.
+// The one object behind hvd::init(), and its lifecycle only: it starts the background thread
+// ("hvd-background", the one thread that makes every MPI call), sets up the world, backends and
+// process sets there (every rank agrees that init worked), runs the loop, and stops it (asked,
+// or because a peer left or something failed), or gives up on it when the watchdog says it is
+// stuck. Each part has its own owner, made here once the world exists:
+//
+//   Runtime::run_loop      wait for a start, run the cycle, let autotune see it, stop if asked
+//     CyclePacer           when to look for the next cycle and when to ask for one
+//     Cycle                one round for every process set this rank is in, the global one first
+//       Controller         negotiation per set (controller.h lists its steps)
+//       Executor           entries for each response -> op->execute(entries, response, group) -> finish
+//     Autotune             rank 0's tuner, and the parameters every rank applies
+//
+// User threads only enqueue (TensorQueue, LiveHandles, GeneratedNames) and read published
+// snapshots (stats, tuned parameters, topology).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,12 +25,16 @@
 #include <thread>
 #include <vector>
 
-#include "core/background_placement.h"
+#include "core/autotune.h"
 #include "core/backend.h"
 #include "core/controller.h"
+#include "core/cycle.h"
+#include "core/cycle_pacer.h"
+#include "core/executor.h"
 #include "core/fusion_buffer.h"
+#include "core/generated_names.h"
+#include "core/live_handles.h"
 #include "core/op_registry.h"
-#include "core/parameter_manager.h"
 #include "core/process_set_table.h"
 #include "core/progress.h"
 #include "core/settings.h"
@@ -34,10 +48,17 @@ struct Topology {
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
 };
 
+// How the runtime reaches the other ranks: the world and the backends over it. The build's
+// (backends/compiled_backends.cc) unless a test brings its own (tests/unit/fake_world.h).
+struct Transport {
+  std::function<std::unique_ptr<World>(const Settings&)> create_world = detail::create_world;
+  std::function<std::vector<std::unique_ptr<Backend>>(World&)> create_backends = detail::create_backends;
+};
+
 class Runtime {
  public:
   // `process_sets`: the ranks of each set hvd::init() registers (ids 1, 2, ... in this order).
-  explicit Runtime(Settings settings, std::vector<std::vector<int>> process_sets = {});
+  explicit Runtime(Settings settings, std::vector<std::vector<int>> process_sets = {}, Transport transport = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -92,7 +113,7 @@ class Runtime {
   // value out of range. Any thread.
   void request_parameters(const TunableParameters& p);
   // Name for an operation the user did not name: "<prefix>.noname.<n>", n counting per prefix.
-  std::string generate_name(const std::string& prefix);
+  std::string generate_name(const std::string& prefix) { return names_.next(prefix); }
 
  private:
   void background_main();
@@ -100,91 +121,56 @@ class Runtime {
   void set_up_on_world();  // everything after the world exists; throws on failure
   // Collective: "" when every rank set up, else the failing ranks and the first one's reason.
   std::string agree_on_init(const std::string& local_error);
-  std::string backend_names() const;                        // "NCCL, MPI"
-  std::string describe_setup() const;                       // the info line after init
-  std::string describe_cycle(const ResponseList& list) const;  // the debug line per busy cycle
-  void publish_stats();
+  std::string backend_names() const;  // "NCCL, MPI"
+  std::string describe_setup() const;  // the info line after init
+  void run_loop();
   // Watchdog thread: the background thread is stuck; fail every operation and give up on it.
   void abandon(const std::string& reason);
-  void track(const std::shared_ptr<HandleState>& state);
-  void run_loop();
-  bool wants_cycle(std::chrono::microseconds timeout);
-  // While anything is in flight, a rank starts a cycle at least this often without news.
-  static constexpr std::chrono::milliseconds kBusyHeartbeat{100};
-  // One set's negotiation round and its responses; false when the runtime stopped.
-  bool run_set_round(ProcessSetState& set, std::vector<Request> requests);
-  bool busy_in_any_set();
-  bool awaiting_others_in_any_set();
-  // What this rank expects while it waits for the next cycle (ControlChannel::wait_for_cycle_start).
-  CycleExpectation cycle_expectation();
-  void execute(const Response& response, ProcessSetState& set);
-  std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
+  void shut_down_on_background_thread(StopKind kind, const std::string& reason);
+  // Backends first (they may still use the world), then the sets' groups, the timeline, the world.
+  void release_world();
   // Process sets (runtime_process_sets.cc).
   std::unique_ptr<Controller> make_controller(const ProcessSetState& set);
   std::vector<int> check_member(int process_set_id, const std::string& op);  // under the table's lock
   std::string create_initial_process_sets();  // collective; "" or why the ranks disagree
-  bool is_process_set_change(const Response& response) const;
-  void change_process_sets(const Response& response, std::vector<TensorTableEntry>& entries);
-  Status add_process_set(const Response& response, int* id);
-  Status remove_process_set(const Response& response);
-  void finish(std::vector<TensorTableEntry>& entries, const Status& status);
-  enum class StopKind { Requested, PeerLeft, Failed };
-  void shut_down_on_background_thread(StopKind kind, const std::string& reason);
-  std::string describe_shutdown(const ResponseList& list) const;
-  void release_world();
-  // Autotune (runtime_autotune.cc): rank 0's tuner, fed after each global cycle's responses ran;
-  // parameters that took effect this cycle set the queue's cycle time and reach the other sets.
-  void set_up_autotune();
-  void autotune_after_cycle(const ResponseList& list, std::chrono::steady_clock::time_point cycle_start);
 
   Settings settings_;
+  std::vector<std::vector<int>> initial_process_sets_;
+  Transport transport_;
   Topology topology_;
   Timeline timeline_;
   TensorQueue queue_;
-  BackgroundPlacement placement_;  // background thread only
   FusionBuffer fusion_buffer_;
   OpRegistry registry_;
+  LiveHandles live_handles_;  // what abandon() fails
+  GeneratedNames names_;
+  Progress progress_;
+
+  // Made on the background thread once the world exists (set before start() returns).
   std::unique_ptr<World> world_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<OpContext> op_context_;
-  ProcessSetTable process_sets_;
-  std::vector<std::vector<int>> initial_process_sets_;
-  Controller* controller_ = nullptr;  // the global set's (owned by process_sets_)
-  std::string set_failure_;  // background thread: a set's negotiation failed; stop next cycle
-  Progress progress_;
+  ProcessSetTable process_sets_;  // after the world: its groups go first (release_world clears it)
+  std::unique_ptr<Autotune> autotune_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Cycle> cycle_;
+  std::unique_ptr<CyclePacer> pacer_;
   std::unique_ptr<Watchdog> watchdog_;
-  std::atomic<bool> abandoned_{false};  // the watchdog gave up on the background thread
 
+  // The lifecycle.
   std::thread thread_;
   std::atomic<long> background_tid_{0};
   std::atomic<bool> running_{false};
   std::atomic<bool> failed_{false};
-  mutable std::mutex stop_mutex_;
-  std::string stop_reason_;  // under stop_mutex_
   std::atomic<bool> shutdown_requested_{false};
-  std::chrono::steady_clock::time_point last_cycle_start_{};
-  std::unique_ptr<ParameterManager> tuner_;  // rank 0 with HOROVOD_AUTOTUNE=1
-  std::vector<std::size_t> autotune_keys_;    // the last cycle's name keys, for tuner_
-
+  std::atomic<bool> abandoned_{false};  // the watchdog gave up on the background thread
   std::mutex init_mutex_;
   std::condition_variable init_cv_;
-  bool init_done_ = false;
+  bool init_done_ = false;  // under init_mutex_
   bool loop_done_ = false;  // the background loop returned (under init_mutex_)
   std::string init_error_;
-
-  std::mutex handles_mutex_;
-  std::vector<std::weak_ptr<HandleState>> live_handles_;  // what abandon() fails
-  std::size_t prune_handles_at_ = 64;
-
-  mutable std::mutex stats_mutex_;
-  ControllerStats stats_;  // published by the background thread once per cycle
-  TunableParameters tuned_;  // published when parameters take effect
-  bool autotune_decided_ = true;  // published by the background thread
-  std::optional<TunableParameters> requested_;  // request_parameters(), until rank 0 proposes it
-  std::atomic<bool> has_request_{false};        // lets each cycle skip the lock when none waits
-
-  std::mutex names_mutex_;
-  std::map<std::string, long long> name_counters_;
+  mutable std::mutex stop_mutex_;
+  std::string stop_reason_;  // under stop_mutex_
 };
 
 }  // namespace hvd::detail

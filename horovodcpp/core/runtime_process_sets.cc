@@ -1,16 +1,12 @@
 // The Runtime's process-set work: the global set's controller and the other sets' (made the same
-// way), sets given at init, and add/remove at run time. Add and remove are BARRIER requests in
-// the global set under reserved names; when their response comes, every rank runs it at the same
-// point of the same cycle, so the collective creation of the set's communicators lines up.
-#include <algorithm>
+// way), the sets given at init, and the membership checks of submissions. Sets added and removed
+// at run time are the Executor's (executor.h).
 
 #include "core/logging.h"
 #include "core/runtime.h"
 
 namespace hvd::detail {
 namespace {
-
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // A 64-bit digest of the sets' ranks (FNV-1a), for the agreement at init.
 std::uint64_t digest(const std::vector<std::vector<int>>& sets) {
@@ -61,10 +57,7 @@ std::string Runtime::create_initial_process_sets() {
            "); every rank must pass the same sets in the same order";
   for (auto& ranks : sorted) {
     std::lock_guard<std::mutex> lock(process_sets_.mutex());
-    ProcessSetState& set = process_sets_.add(ranks);
-    set.owned = world_->create_communicator(set.id, set.ranks);
-    set.communicator = set.owned.get();
-    if (set.member()) set.controller = make_controller(set);
+    process_sets_.open(std::move(ranks), *world_, [this](const ProcessSetState& set) { return make_controller(set); });
   }
   return {};
 }
@@ -91,78 +84,6 @@ bool Runtime::find_process_set(int process_set_id, std::vector<int>* ranks) {
   if (set == nullptr) return false;
   if (ranks != nullptr) *ranks = set->ranks;
   return true;
-}
-
-bool Runtime::is_process_set_change(const Response& response) const {
-  if (response.names.size() != 1) return false;
-  const std::string& name = response.names.front();
-  return starts_with(name, kAddProcessSetPrefix) || starts_with(name, kRemoveProcessSetPrefix);
-}
-
-void Runtime::change_process_sets(const Response& response, std::vector<TensorTableEntry>& entries) {
-  if (response.type == ResponseType::Error) {
-    // Ranks that passed different ranks (or ids): the coordinator's mismatch message says which.
-    finish(entries, Status::error(response.error));
-    return;
-  }
-  const bool add = starts_with(response.names.front(), kAddProcessSetPrefix);
-  int id = -1;
-  Status status = Status::ok();
-  try {
-    status = add ? add_process_set(response, &id) : remove_process_set(response);
-  } catch (const std::exception& e) {
-    status = Status::error(e.what());
-  }
-  for (auto& e : entries)
-    if (e.handle) e.handle->join_result = id;  // the new set's id, for add_process_set
-  finish(entries, status);
-}
-
-Status Runtime::add_process_set(const Response& response, int* id) {
-  const TensorShape& shape = response.shapes.at(0);
-  std::vector<int> ranks(shape.begin(), shape.end());
-  std::vector<int> sorted;
-  // The table is the same on every rank, so every rank reaches the same verdict.
-  std::string error = process_sets_.check_new_ranks(ranks, topology_.size, &sorted);
-  if (!error.empty()) return Status::error("hvd::add_process_set: " + error);
-  std::lock_guard<std::mutex> lock(process_sets_.mutex());
-  ProcessSetState& set = process_sets_.add(sorted);
-  set.owned = world_->create_communicator(set.id, set.ranks);
-  set.communicator = set.owned.get();
-  if (set.member()) set.controller = make_controller(set);
-  *id = set.id;
-  log_debug("added " + describe_process_set(set.id, set.ranks));
-  return Status::ok();
-}
-
-// Refused on every rank when any rank has operations of the set in flight (the ranks learn
-// which through one OR over the global set), so no rank drops a set its peers keep.
-Status Runtime::remove_process_set(const Response& response) {
-  const TensorShape& shape = response.shapes.at(0);
-  const int id = shape.empty() ? -1 : static_cast<int>(shape.front());
-  std::lock_guard<std::mutex> lock(process_sets_.mutex());
-  ProcessSetState* set = process_sets_.find(id);
-  if (id == 0) return Status::error("hvd::remove_process_set: the global process set cannot be removed");
-  if (set == nullptr)
-    return Status::error("hvd::remove_process_set: process set " + std::to_string(id) +
-                         (process_sets_.was_removed(id) ? " was already removed" : " is not registered"));
-  const bool busy = queue_.has_entries(id) || (set->controller && set->controller->busy());
-  ControlChannel& channel = world_->control();
-  std::vector<std::uint64_t> bits((channel.size() + 63) / 64, 0);
-  if (busy) bits[channel.rank() / 64] |= std::uint64_t{1} << (channel.rank() % 64);
-  channel.bitwise_or(bits);
-  std::vector<int> busy_ranks;
-  for (int r = 0; r < channel.size(); ++r)
-    if ((bits[r / 64] >> (r % 64)) & 1) busy_ranks.push_back(r);
-  if (!busy_ranks.empty())
-    return Status::error("hvd::remove_process_set: " + describe_process_set(id, set->ranks) +
-                         " still has operations in flight on rank" + (busy_ranks.size() > 1 ? "s " : " ") +
-                         ranks_string(busy_ranks).substr(1, ranks_string(busy_ranks).size() - 2) +
-                         "; wait for them before removing it");
-  if (set->communicator != nullptr)
-    for (auto& backend : backends_) backend->forget(*set->communicator);
-  process_sets_.remove(id);
-  return Status::ok();
 }
 
 }  // namespace hvd::detail

@@ -1,6 +1,7 @@
 // A ControlChannel for N simulated ranks in one process, one thread per rank. Every collective
 // is a rendezvous: each rank deposits its bytes, the last to arrive releases everyone with the
-// full set. Lets the Controller be tested without MPI.
+// full set. Cycle starts work as over MPI: rank 0 announces each start, when it wants one or when
+// another rank asked. Lets the Controller and the CyclePacer be tested without MPI.
 #pragma once
 
 #include <chrono>
@@ -42,20 +43,46 @@ class Rendezvous {
     return out;
   }
   int size() const { return size_; }
-  // Cycle starts: how many began, and which rank asked first for each (tests check who started).
-  void start_cycle(unsigned long cycle, int rank) {
+
+  // Cycle starts: asks for cycle `cycle` (a request for a cycle that started already is stale),
+  // whether some rank asked for it, its announcement, and waiting for that.
+  void ask(unsigned long cycle, int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (started_ > cycle) return;
+    ++asks_;
+    if (asked_ > cycle) return;
+    asked_ = cycle + 1;
+    first_asker_ = rank;
+  }
+  bool asked(unsigned long cycle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return asked_ > cycle;
+  }
+  void announce(unsigned long cycle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    starters_.push_back(asked_ > cycle ? first_asker_ : 0);  // rank 0 started it for its own work
     started_ = cycle + 1;
-    starters_.push_back(rank);
+    cv_.notify_all();
+  }
+  bool started(unsigned long cycle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return started_ > cycle;
+  }
+  void await_started(unsigned long cycle) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return started_ > cycle; });
   }
   unsigned long started_cycles() {
     std::lock_guard<std::mutex> lock(mutex_);
     return started_;
   }
+  // Which rank asked first for each cycle that started (0 when rank 0 started it on its own).
   std::vector<int> starters() {
     std::lock_guard<std::mutex> lock(mutex_);
     return starters_;
+  }
+  int asks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return asks_;
   }
 
  private:
@@ -66,7 +93,10 @@ class Rendezvous {
   int arrived_ = 0, leaving_ = 0;
   bool releasing_ = false;
   unsigned long round_ = 0;
-  unsigned long started_ = 0;
+  unsigned long asked_ = 0;    // cycles asked for: every cycle below this one was asked for
+  int first_asker_ = 0;        // of cycle asked_ - 1
+  unsigned long started_ = 0;  // cycles announced
+  int asks_ = 0;
   std::vector<int> starters_;
 };
 
@@ -85,16 +115,20 @@ class FakeChannel final : public detail::ControlChannel {
   }
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
-  // Any rank whose wants_cycle() says yes starts the next cycle for all; every rank then passes
-  // a rendezvous, so they enter the cycle together (as the MPI channel's start message does).
-  void wait_for_cycle_start(const CycleWanted& wants_cycle, const Expectation& /*expecting*/) override {
-    const unsigned long cycle = cycles_started_++;
-    while (rendezvous_->started_cycles() <= cycle) {
-      if (wants_cycle(std::chrono::microseconds(200))) rendezvous_->start_cycle(cycle, rank_);
-    }
-    rendezvous_->exchange(rank_, {});
+  bool start_arrived() override {
+    if (rank_ == 0) return rendezvous_->asked(cycles_started_);
+    if (!rendezvous_->started(cycles_started_)) return false;
+    ++cycles_started_;
+    return true;
+  }
+  void ask_to_start() override { rendezvous_->ask(cycles_started_, rank_); }
+  void announce_start() override { rendezvous_->announce(cycles_started_++); }
+  void await_start() override {
+    ++awaited_;
+    rendezvous_->await_started(cycles_started_++);
   }
   int bit_rounds() const { return bit_rounds_; }
+  int awaited_starts() const { return awaited_; }  // await_start() calls
 
  private:
   void combine(std::vector<std::uint64_t>& bits, bool is_and) {
@@ -115,6 +149,7 @@ class FakeChannel final : public detail::ControlChannel {
   std::shared_ptr<Rendezvous> rendezvous_;
   int rank_;
   int bit_rounds_ = 0;
+  int awaited_ = 0;
   unsigned long cycles_started_ = 0;
 };
 

@@ -1,15 +1,17 @@
-// Cycles start on demand (ControlChannel::wait_for_cycle_start over the fake channel, driving the
-// real Controller): any rank's work starts a cycle for all, nobody's work starts none, a rank
-// that arrives late is waited for, and a burst that one rank splits across two cycles is released
-// in the same order everywhere.
+// Cycles start on demand (the CyclePacer over the fake channel, driving the real Controller): any
+// rank's work starts a cycle for all, nobody's work starts none, a rank that arrives late is
+// waited for, and a burst that one rank splits across two cycles is released in the same order
+// everywhere.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "controller_harness.h"
+#include "core/cycle_pacer.h"
 #include "core/settle_window.h"
 
 using hvd::detail::Controller;
@@ -34,6 +36,26 @@ struct RankLog {
   Clock::duration first_cycle_took{};  // from the run's start to the first cycle's end
 };
 
+// A rank whose only reason for a cycle is its script's next submission (so it expects its own
+// work first, and looks for the others' starts at the longest interval).
+class ScriptedDemand final : public hvd::detail::CyclePacer::Demand {
+ public:
+  explicit ScriptedDemand(std::function<bool()> due) : due_(std::move(due)) {}
+  bool wait_until_due(Clock::time_point deadline) override {
+    if (due_()) return true;
+    std::this_thread::sleep_until(deadline);
+    return due_();
+  }
+  bool stop_wanted() override { return false; }
+  bool busy() override { return false; }
+  bool awaiting_others() override { return false; }
+  bool holds_submissions() override { return false; }
+  bool left_out_of_a_set() override { return false; }
+
+ private:
+  std::function<bool()> due_;
+};
+
 // One thread per rank, each a small copy of the Runtime's loop: wait for a cycle start (asking
 // when a submission is due), negotiate what was submitted, and stop once `last` was released.
 std::vector<RankLog> run_ranks(int size, const std::vector<std::vector<Submission>>& script, const std::string& last,
@@ -48,15 +70,13 @@ std::vector<RankLog> run_ranks(int size, const std::vector<std::vector<Submissio
       if (rank < static_cast<int>(late_start.size())) std::this_thread::sleep_for(late_start[rank]);
       hvd::test::FakeChannel channel(rendezvous, rank);
       Controller controller(channel, {});
+      hvd::detail::CyclePacer pacer(channel, nullptr);
       std::size_t next = 0;  // the next submission of this rank's script
       auto due = [&] { return next < script[rank].size() && Clock::now() >= begin + script[rank][next].after; };
+      ScriptedDemand demand(due);
       bool done = false;
       while (!done) {
-        channel.wait_for_cycle_start([&](std::chrono::microseconds timeout) {
-          if (due()) return true;
-          std::this_thread::sleep_for(timeout);
-          return due();
-        }, [] { return hvd::detail::CycleExpectation::OwnWorkFirst; });
+        pacer.wait_for_start(demand);
         std::vector<Request> requests;
         while (due()) {
           for (const auto& name : script[rank][next].names) requests.push_back(allreduce_request(name, {4}));

@@ -1,0 +1,95 @@
+// One background cycle on this rank, after the CyclePacer saw it start on every rank: the
+// requests submitted since the last cycle are popped, then every process set this rank belongs
+// to runs one round, by ascending id (the global set first; the same order on every member, so
+// the sets' blocking rounds cannot wait on each other): its Controller negotiates what is ready
+// on all of the set's ranks, and the Executor runs it. Every set takes the same path; the global
+// set is the one every rank is in, so its round also carries this rank's wish to stop (or a
+// set's failure) to every rank, and a stop it agrees on ends the cycle there.
+// Between cycles the Cycle answers the pacer's questions (CyclePacer::Demand).
+// Background thread only, except stats(); owned by the Runtime.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/background_placement.h"
+#include "core/cycle_pacer.h"
+#include "core/executor.h"
+#include "core/process_set_table.h"
+#include "core/progress.h"
+#include "core/tensor_queue.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+
+enum class StopKind {
+  Requested,  // this rank called hvd::shutdown()
+  PeerLeft,   // another rank shut down
+  Failed,     // a stall, a lost peer, a failed negotiation
+};
+
+class Cycle final : public CyclePacer::Demand {
+ public:
+  struct Stop {
+    StopKind kind;
+    std::string reason;
+  };
+  // What one cycle did, for the Runtime.
+  struct Report {
+    std::chrono::steady_clock::time_point started;
+    bool ran = false;           // every round ran, or the global one agreed to stop
+    ResponseList global;        // the global set's round (autotune measures it)
+    std::optional<Stop> stop;   // the runtime must stop now
+  };
+
+  // Each part outlives the Cycle. `stop_requested`: hvd::shutdown() was called on this rank.
+  // `abandoned`: the watchdog gave up on the background thread, which then touches nothing more.
+  Cycle(int rank, TensorQueue& queue, ProcessSetTable& sets, Executor& executor, Timeline& timeline,
+        Progress& progress, BackgroundPlacement placement, const std::atomic<bool>& stop_requested,
+        const std::atomic<bool>& abandoned);
+
+  // Runs one cycle. Collective: every rank runs it after the same start.
+  Report run();
+  // The global set's counters as of the last cycle. Any thread.
+  ControllerStats stats() const;
+
+  // CyclePacer::Demand.
+  bool wait_until_due(std::chrono::steady_clock::time_point deadline) override;
+  bool stop_wanted() override;
+  bool busy() override;
+  bool awaiting_others() override;
+  bool holds_submissions() override;
+  bool left_out_of_a_set() override;
+
+ private:
+  enum class Round {
+    Next,   // go on with the next set
+    Last,   // every rank agreed to stop: the cycle ends here, on every rank
+    Abort,  // this rank failed, or was abandoned: nothing more runs (`report.stop` says why)
+  };
+  // One set's round: negotiate, then execute.
+  Round run_round(ProcessSetState& set, std::vector<Request> requests, Report& report);
+  std::string describe_round(const ProcessSetState& set, const ResponseList& list) const;
+  std::string describe_shutdown(const ResponseList& list) const;
+
+  int rank_;
+  TensorQueue& queue_;
+  ProcessSetTable& sets_;
+  Executor& executor_;
+  Timeline& timeline_;
+  Progress& progress_;
+  BackgroundPlacement placement_;
+  const std::atomic<bool>& stop_requested_;
+  const std::atomic<bool>& abandoned_;
+  std::string set_failure_;  // a set's round failed (a stall there): the next global round stops every rank
+
+  mutable std::mutex stats_mutex_;
+  ControllerStats stats_;  // published once per cycle
+};
+
+}  // namespace hvd::detail

@@ -1,0 +1,67 @@
+// Runs what a round agreed, in the agreed order: takes each response's entries from the queue
+// (zeros in place of a joined rank's), picks the op (OpRegistry) and runs it on the round's
+// process set's communicator, and completes the handles. Two kinds of response never reach an
+// op: a join completes the rank's join(), and the global set's reserved barriers add and remove
+// process sets (every rank runs them at the same point of the same cycle, so the collective
+// creation of a set's communicators lines up). Background thread, except finish() (any thread:
+// ops that complete later call it through OpContext). Owned by the Runtime.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/message.h"
+#include "core/op_registry.h"
+#include "core/process_set_table.h"
+#include "core/settings.h"
+#include "core/status.h"
+#include "core/tensor_queue.h"
+#include "core/world.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+
+class Executor {
+ public:
+  // Each part outlives the Executor. `abandoned`: the watchdog gave up on the background thread,
+  // which then touches nothing more.
+  Executor(const Settings& settings, int rank, TensorQueue& queue, const OpRegistry& registry, Timeline& timeline,
+           ProcessSetTable& sets, World& world, const std::vector<std::unique_ptr<Backend>>& backends,
+           ControllerFactory make_controller, const std::atomic<bool>& abandoned);
+
+  // One round's responses in `set`, in order: every tensor's op opens with its QUEUE phase (the
+  // wait behind earlier responses), then each response runs. False when abandoned midway.
+  bool run(const ResponseList& list, ProcessSetState& set);
+  // Completes the entries' handles with `status` and ends their ops in the timeline. Any thread.
+  void finish(std::vector<TensorTableEntry>& entries, const Status& status);
+  // The runtime stopped: refuses further submissions and fails every entry still in flight.
+  void abort_pending(const std::string& reason);
+
+ private:
+  void execute(const Response& response, ProcessSetState& set);
+  // This rank's entries for the response's names, in order.
+  std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
+  // Process-set changes (the global set's reserved barriers).
+  void change_process_sets(const Response& response, std::vector<TensorTableEntry>& entries);
+  Status add_process_set(const Response& response, int* id);
+  Status remove_process_set(const Response& response);
+
+  const Settings& settings_;
+  int rank_;
+  TensorQueue& queue_;
+  const OpRegistry& registry_;
+  Timeline& timeline_;
+  ProcessSetTable& sets_;
+  World& world_;
+  const std::vector<std::unique_ptr<Backend>>& backends_;
+  ControllerFactory make_controller_;
+  const std::atomic<bool>& abandoned_;
+};
+
+// Whether a response is one of the global set's reserved add/remove barriers.
+bool is_process_set_change(const Response& response);
+
+}  // namespace hvd::detail
