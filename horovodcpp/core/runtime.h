@@ -146,7 +146,8 @@ class Runtime {
   GeneratedNames names_;
   Progress progress_;
 
-  // Made on the background thread once the world exists (set before start() returns).
+  // The parts over the world, made on the background thread once it exists (before start()
+  // returns), and released before it (release_world, then in reverse order here).
   std::unique_ptr<World> world_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<OpContext> op_context_;

@@ -1,9 +1,10 @@
-// How often an idle background thread looks for another rank's cycle start (ControlChannel's
-// CycleExpectation), at np>=3 with a process set {0, 1}: ranks 0 and 1 belong to every set, so
-// every cycle that can complete needs a submission of theirs and they look rarely; the other
-// ranks are left out of {0, 1}, whose collectives run in global cycles they must join with
-// nothing of their own, so they keep looking often after each cycle. A look is a sleep of the
-// background thread, counted by the kernel as a voluntary context switch.
+// How often an idle background thread looks for another rank's cycle start (CyclePacer's
+// CycleExpectation; tests/unit/test_cycle_pacer.cc checks the intervals on simulated time), at
+// np>=3 with a process set {0, 1}: ranks 0 and 1 belong to every set, so every cycle that can
+// complete needs a submission of theirs and they look rarely; the other ranks are left out of
+// {0, 1}, whose collectives run in global cycles they must join with nothing of their own, so
+// they keep looking often after each cycle. A look is a sleep of the background thread, counted
+// by the kernel as a voluntary context switch.
 #include <catch2/catch.hpp>
 
 #include <chrono>

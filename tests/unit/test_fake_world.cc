@@ -289,7 +289,7 @@ TEST_CASE("an op that fails on one rank fails its handle there, naming the colle
 TEST_CASE("one rank's shutdown stops every rank: pending work fails, then backends, groups, world are released", "[fake_world]") {
   FakeCluster cluster(3);
   std::vector<std::string> reasons(3), pending(3), late(3);
-  std::vector<bool> failed(3), stopped(3);
+  std::vector<int> failed(3), stopped(3);  // not vector<bool>: each rank writes its own element
   std::vector<int> rank_after(3, -1);
   ThreadBarrier barrier(3);
   run_ranks(cluster, hvd::detail::default_settings(), {{0, 1}}, [&](int rank, Runtime& rt) {
