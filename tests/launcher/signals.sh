@@ -8,6 +8,7 @@ source "$(dirname "$0")/common.sh"
 for sig in INT TERM QUIT; do
   tag=hvd-signal-$sig-$$
   out=$TMP/$sig
+  : >"$out"  # created here: the backgrounded shell may open it after the first grep below
   "$HVDRUN" -np 2 "$RANK_PROGRAM" sleep 120 "$tag" >"$out" 2>&1 &
   pid=$!
   for ((i = 0; i < 300 && $(grep -c SLEEPING "$out") < 2; i++)); do sleep 0.1; done
@@ -29,6 +30,7 @@ expect_contains "SIGQUIT reaches mpirun as SIGTERM" "received SIGQUIT, forwardin
 # SIGKILL cannot be caught: mpirun dies with hvdrun (PR_SET_PDEATHSIG) and ends the ranks.
 tag=hvd-signal-KILL-$$
 out=$TMP/KILL
+: >"$out"
 "$HVDRUN" -np 2 "$RANK_PROGRAM" sleep 120 "$tag" >"$out" 2>&1 &
 pid=$!
 for ((i = 0; i < 300 && $(grep -c SLEEPING "$out") < 2; i++)); do sleep 0.1; done
