@@ -23,4 +23,6 @@ cudaError_t launch_delayed_fill(float* data, std::int64_t count, float scale, lo
   return cudaGetLastError();
 }
 
+bool emulated() { return false; }
+
 }  // namespace hvd::test

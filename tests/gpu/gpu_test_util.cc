@@ -115,6 +115,7 @@ int cuda_device_count() {
 std::string gpu_skip_reason() {
   const int devices = cuda_device_count();
   if (devices == 0) return "no CUDA device is present (cudaGetDeviceCount reports none)";
+  if (emulated()) return {};
   int version = 0;
   ncclGetVersion(&version);
   if (local_size() > devices && version < 23000) {

@@ -62,6 +62,7 @@ std::vector<double> decode(const unsigned char* bytes, std::int64_t count, DataT
 double round_trip(double value, DataType dtype);
 
 // Empty when the GPU tests can run here, else why not. Call after hvd::init (uses local_size).
+// Emulated devices are private to each process: several ranks never share one.
 std::string gpu_skip_reason();
 // Device count, 0 when the runtime reports none or fails.
 int cuda_device_count();
@@ -70,5 +71,8 @@ int cuda_device_count();
 // float values (i + 1) * scale into `data`.
 cudaError_t launch_delayed_fill(float* data, std::int64_t count, float scale,
                                 long long nanoseconds, cudaStream_t stream);
+// False with the real runtime (gpu_test_kernels.cu), true in the emulated build, whose
+// tests/gpu/emulation/kernel_twins.cc defines the twin of launch_delayed_fill and this.
+bool emulated();
 
 }  // namespace hvd::test

@@ -1,0 +1,145 @@
+// Host twins of the device kernels (test-only): backends/nccl/nccl_kernels.cu and
+// tests/gpu/gpu_test_kernels.cu, with the same declarations, computing the same results on the
+// stream's worker thread. A launch returns cudaGetLastError's answer as the real ones do; the
+// work touches memory only through DeviceMemory::access, so a kernel handed a freed, foreign or
+// host pointer fails as on a GPU.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <type_traits>
+
+#include "backends/nccl/nccl_kernels.h"
+#include "core/half.h"
+#include "tests/gpu/emulation/device_memory.h"
+#include "tests/gpu/emulation/emulation_control.h"
+#include "tests/gpu/emulation/streams.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace hvd::emu {
+namespace {
+
+// Enqueues `work(device)` on the stream as one kernel.
+template <class Work>
+cudaError_t launch(cudaStream_t handle, Work work) {
+  if (cudaError_t fault = take_kernel_launch_fault(); fault != cudaSuccess) return fault;
+  auto stream = resolve_stream(handle);
+  if (!stream) return cudaErrorInvalidResourceHandle;
+  const int device = stream->device();
+  enqueue_on(*stream, [work = std::move(work), device] { work(device); });
+  return cudaSuccess;
+}
+
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+// The arithmetic each dtype is scaled in, as the CUDA kernel widens it.
+template <class T> struct Widen { using type = double; };
+template <> struct Widen<float> { using type = float; };
+template <> struct Widen<Half> { using type = float; };
+template <> struct Widen<BFloat16> { using type = float; };
+
+template <class T> typename Widen<T>::type widen(T v) { return static_cast<typename Widen<T>::type>(v); }
+template <> float widen<Half>(Half v) { return detail::half_to_float(v.bits); }
+template <> float widen<BFloat16>(BFloat16 v) { return detail::bfloat16_to_float(v.bits); }
+
+template <class T> T narrow(typename Widen<T>::type v) {
+  if constexpr (std::is_integral<T>::value) {
+    return static_cast<T>(std::llround(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <> Half narrow<Half>(float v) { return Half{detail::float_to_half(v)}; }
+template <> BFloat16 narrow<BFloat16>(float v) { return BFloat16{detail::float_to_bfloat16(v)}; }
+
+template <class T>
+cudaError_t launch_scale(const void* src, void* dst, std::int64_t count, double factor, cudaStream_t stream) {
+  return launch(stream, [=](int device) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
+    const unsigned char* in = DeviceMemory::get().access(src, bytes, device, "scale kernel (input)");
+    unsigned char* out = DeviceMemory::get().access(dst, bytes, device, "scale kernel (output)");
+    using W = typename Widen<T>::type;
+    const W f = static_cast<W>(factor);
+    for (std::int64_t i = 0; i < count; ++i) {
+      T v;
+      std::memcpy(&v, in + i * sizeof(T), sizeof(T));
+      const T r = narrow<T>(widen(v) * f);
+      std::memcpy(out + i * sizeof(T), &r, sizeof(T));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace hvd::emu
+
+namespace hvd::detail {
+
+cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, DataType dtype, double factor,
+                              cudaStream_t stream) {
+  using namespace hvd::emu;
+  if (count <= 0) return cudaSuccess;
+  switch (dtype) {
+    case DataType::UInt8: return launch_scale<std::uint8_t>(src, dst, count, factor, stream);
+    case DataType::Int8: return launch_scale<std::int8_t>(src, dst, count, factor, stream);
+    case DataType::Int32: return launch_scale<std::int32_t>(src, dst, count, factor, stream);
+    case DataType::Int64: return launch_scale<std::int64_t>(src, dst, count, factor, stream);
+    case DataType::Float16: return launch_scale<Half>(src, dst, count, factor, stream);
+    case DataType::BFloat16: return launch_scale<BFloat16>(src, dst, count, factor, stream);
+    case DataType::Float32: return launch_scale<float>(src, dst, count, factor, stream);
+    case DataType::Float64: return launch_scale<double>(src, dst, count, factor, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t scale_device_buffer(void* data, std::int64_t count, DataType dtype, double factor, cudaStream_t stream) {
+  return scale_device_copy(data, data, count, dtype, factor, stream);
+}
+
+// One "launch" per 32 copies, as the CUDA version batches them.
+cudaError_t batched_device_copy(const std::vector<DeviceCopy>& copies, cudaStream_t stream) {
+  constexpr std::size_t kCopiesPerLaunch = 32;
+  for (std::size_t start = 0; start < copies.size(); start += kCopiesPerLaunch) {
+    const std::size_t end = std::min(copies.size(), start + kCopiesPerLaunch);
+    std::vector<DeviceCopy> batch;
+    for (std::size_t i = start; i < end; ++i)
+      if (copies[i].bytes > 0) batch.push_back(copies[i]);
+    if (batch.empty()) continue;
+    const cudaError_t error = hvd::emu::launch(stream, [batch](int device) {
+      for (const auto& c : batch) {
+        const auto bytes = static_cast<std::size_t>(c.bytes);
+        const unsigned char* in = hvd::emu::DeviceMemory::get().access(c.src, bytes, device, "batched copy kernel (source)");
+        unsigned char* out = hvd::emu::DeviceMemory::get().access(c.dst, bytes, device, "batched copy kernel (destination)");
+        std::memmove(out, in, bytes);
+      }
+    });
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace hvd::detail
+
+namespace hvd::test {
+
+cudaError_t launch_delayed_fill(float* data, std::int64_t count, float scale, long long nanoseconds,
+                                cudaStream_t stream) {
+  return hvd::emu::launch(stream, [=](int device) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(nanoseconds));
+    unsigned char* out = hvd::emu::DeviceMemory::get().access(data, static_cast<std::size_t>(count) * sizeof(float),
+                                                              device, "delayed fill kernel");
+    for (std::int64_t i = 0; i < count; ++i) {
+      const float v = static_cast<float>(i + 1) * scale;
+      std::memcpy(out + i * sizeof(float), &v, sizeof v);
+    }
+  });
+}
+
+bool emulated() { return true; }
+
+}  // namespace hvd::test
