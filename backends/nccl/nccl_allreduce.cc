@@ -19,7 +19,7 @@ FusionLayout fusion_layout(const std::vector<TensorTableEntry>& entries, DataTyp
 }
 
 void copy_into_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
-                      void* buffer, DataType dtype, cudaStream_t stream) {
+                      void* buffer, DataType dtype, cudaStream_t stream, Launch& launch) {
   const std::int64_t esize = dtype_size(dtype);
   auto* base = static_cast<unsigned char*>(buffer);
   std::vector<DeviceCopy> copies;
@@ -28,16 +28,16 @@ void copy_into_fusion(const std::vector<TensorTableEntry>& entries, const Fusion
     unsigned char* dst = base + layout.offsets[i] * esize;
     const std::int64_t bytes = entries[i].input->num_elements() * esize;
     if (is_host_stand_in(entries[i])) {
-      check_cuda(cudaMemsetAsync(dst, 0, bytes, stream), "zeroing a joined rank's contribution");
+      launch.local("zeroing a joined rank's contribution", [&] { return cudaMemsetAsync(dst, 0, bytes, stream); });
     } else {
       copies.push_back({entries[i].input->data(), dst, bytes});
     }
   }
-  check_cuda(batched_device_copy(copies, stream), "copying into the device fusion buffer");
+  launch.local("copying into the device fusion buffer", [&] { return batched_device_copy(copies, stream); });
 }
 
 void copy_out_of_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
-                        const void* buffer, DataType dtype, cudaStream_t stream) {
+                        const void* buffer, DataType dtype, cudaStream_t stream, Launch& launch) {
   const std::int64_t esize = dtype_size(dtype);
   const auto* base = static_cast<const unsigned char*>(buffer);
   std::vector<DeviceCopy> copies;
@@ -47,13 +47,13 @@ void copy_out_of_fusion(const std::vector<TensorTableEntry>& entries, const Fusi
     if (!out || out->device() == kCpuDevice) continue;  // a stand-in's result is discarded
     copies.push_back({base + layout.offsets[i] * esize, out->data(), out->num_elements() * esize});
   }
-  check_cuda(batched_device_copy(copies, stream), "copying out of the device fusion buffer");
+  launch.local("copying out of the device fusion buffer", [&] { return batched_device_copy(copies, stream); });
 }
 
 namespace {
 
-// One tensor reduces straight from its input into its output; several (or a joined rank's
-// stand-in) go through the device fusion buffer with one batched copy in and one out.
+// One tensor reduces straight from its input into its output; several go through the device
+// fusion buffer with one batched copy in and one out. A joined rank contributes zeros.
 class NcclAllreduce final : public NcclOp {
  public:
   explicit NcclAllreduce(NcclContext& nccl) : NcclOp(nccl, "allreduce") {}
@@ -63,52 +63,72 @@ class NcclAllreduce final : public NcclOp {
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
     const ReducePlan plan = reduce_plan(response, group.size());
-    if (entries.size() == 1 && !is_host_stand_in(entries[0])) {
-      reduce_single(entries[0], response.dtype, plan, comm);
+    const ncclDataType_t type = nccl_datatype(response.dtype);
+    Launch launch(nccl_);
+    // The element count must not depend on whether this rank has joined: every rank makes the
+    // same decision from the response alone.
+    if (entries.size() == 1 && is_host_stand_in(entries[0])) {
+      void* buffer = nccl_.fusion_buffer(entries[0].input->size_bytes());
+      contribute_zeros(entries[0], response.dtype, type, plan, comm, buffer, launch);
+    } else if (entries.size() == 1) {
+      reduce_single(entries[0], response.dtype, type, plan, comm, launch);
     } else {
-      reduce_fused(entries, response.dtype, plan, comm);
+      const FusionLayout layout = fusion_layout(entries, response.dtype);
+      void* buffer = nccl_.fusion_buffer(layout.total * dtype_size(response.dtype));
+      reduce_fused(entries, response.dtype, type, plan, comm, layout, buffer, launch);
     }
-    return nccl_.finish_async(entries, name_);
+    return nccl_.finish_async(entries, name_, launch);
   }
 
  private:
-  void reduce_single(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan, ncclComm_t comm) {
+  // A joined rank's part of a one-tensor allreduce: zeros, the same count as its peers'.
+  void contribute_zeros(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan,
+                        ncclComm_t comm, void* buffer, Launch& launch) {
+    cudaStream_t stream = nccl_.stream();
+    const std::int64_t count = entry.input->num_elements();
+    nccl_.op_context().timeline.activity_start(entry.name, "NCCL_ALLREDUCE");
+    launch.local("zeroing a joined rank's contribution", [&] { return cudaMemsetAsync(buffer, 0, count * dtype_size(dtype), stream); });
+    launch.collective("ncclAllReduce", comm, [&] { return ncclAllReduce(buffer, buffer, count, type, plan.op, comm, stream); });
+    launch.collectives_done();
+  }
+
+  void reduce_single(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan,
+                     ncclComm_t comm, Launch& launch) {
     cudaStream_t stream = nccl_.stream();
     const std::int64_t count = entry.input->num_elements();
     void* out = entry.output ? entry.output->data() : entry.input->data();
     const void* send = entry.input->data();
     if (plan.prescale != 1.0) {  // the input stays untouched: scale into the output
-      check_cuda(scale_device_copy(send, out, count, dtype, plan.prescale, stream), "prescale");
+      launch.local("prescale", [&] { return scale_device_copy(send, out, count, dtype, plan.prescale, stream); });
       send = out;
     }
     nccl_.op_context().timeline.activity_start(entry.name, "NCCL_ALLREDUCE");
-    check_nccl(ncclAllReduce(send, out, count, nccl_datatype(dtype), plan.op, comm, stream),
-               "ncclAllReduce", comm);
+    launch.collective("ncclAllReduce", comm, [&] { return ncclAllReduce(send, out, count, type, plan.op, comm, stream); });
+    launch.collectives_done();
     if (plan.postscale != 1.0) {
-      check_cuda(scale_device_buffer(out, count, dtype, plan.postscale, stream), "postscale");
+      launch.local("postscale", [&] { return scale_device_buffer(out, count, dtype, plan.postscale, stream); });
     }
   }
 
-  void reduce_fused(std::vector<TensorTableEntry>& entries, DataType dtype, const ReducePlan& plan,
-                    ncclComm_t comm) {
+  void reduce_fused(std::vector<TensorTableEntry>& entries, DataType dtype, ncclDataType_t type, const ReducePlan& plan,
+                    ncclComm_t comm, const FusionLayout& layout, void* buffer, Launch& launch) {
     cudaStream_t stream = nccl_.stream();
     auto& timeline = nccl_.op_context().timeline;
-    const FusionLayout layout = fusion_layout(entries, dtype);
-    void* buffer = nccl_.fusion_buffer(layout.total * dtype_size(dtype));
     for (const auto& e : entries) timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
-    copy_into_fusion(entries, layout, buffer, dtype, stream);
+    copy_into_fusion(entries, layout, buffer, dtype, stream, launch);
     for (const auto& e : entries) timeline.activity_end(e.name);
     if (plan.prescale != 1.0) {
-      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream), "prescale");
+      launch.local("prescale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream); });
     }
     nccl_.start_activity(entries, "NCCL_ALLREDUCE");
-    check_nccl(ncclAllReduce(buffer, buffer, layout.total, nccl_datatype(dtype), plan.op, comm, stream),
-               "ncclAllReduce", comm);
+    launch.collective("ncclAllReduce", comm,
+                      [&] { return ncclAllReduce(buffer, buffer, layout.total, type, plan.op, comm, stream); });
+    launch.collectives_done();
     if (plan.postscale != 1.0) {
-      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
+      launch.local("postscale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream); });
     }
     switch_activity_on_stream(timeline, entries, "MEMCPY_OUT_FUSION_BUFFER", stream);
-    copy_out_of_fusion(entries, layout, buffer, dtype, stream);
+    copy_out_of_fusion(entries, layout, buffer, dtype, stream, launch);
   }
 };
 

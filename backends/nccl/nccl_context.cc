@@ -1,16 +1,52 @@
 #include "backends/nccl/nccl_context.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "backends/nccl/nccl_errors.h"
+#include "core/logging.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string describe_group(const Communicator& group) {
+  return "group " + std::to_string(group.id()) + " (" + std::to_string(group.size()) + " ranks)";
+}
+
+std::string seconds(double s) { return std::to_string(static_cast<long long>(s)) + " s"; }
+
+}  // namespace
 
 NcclContext::NcclContext(World& world, OpContext& context) : world_(world), context_(context) {}
 
 NcclContext::~NcclContext() { shutdown(); }
 
+double NcclContext::start_timeout() const { return context_.settings.start_timeout_seconds; }
+
+std::string NcclContext::failure() const {
+  if (!failed_.load()) return {};
+  std::lock_guard<std::mutex> lock(comms_mutex_);
+  return failure_;
+}
+
+ncclResult_t NcclContext::settle(ncclComm_t comm) {
+  const auto start = Clock::now();
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+    if (rc != ncclSuccess) return rc;
+    if (state != ncclInProgress) return state;
+    if (start_timeout() > 0 && std::chrono::duration<double>(Clock::now() - start).count() > start_timeout())
+      return ncclSystemError;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// See Note [Bounded NCCL communicator lifecycle].
 ncclComm_t NcclContext::create_comm(const Communicator& group) {
   ncclUniqueId id{};
   if (group.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -25,9 +61,23 @@ ncclComm_t NcclContext::create_comm(const Communicator& group) {
     throw NcclFailure("the NCCL unique id from the group's rank 0 has " + std::to_string(sent.size()) + " bytes, not " +
                       std::to_string(sizeof(id)));
   std::memcpy(&id, sent.data(), sizeof(id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  check_nccl(ncclCommInitRank(&comm, group.size(), id, group.rank()), "ncclCommInitRank");
-  return comm;
+  const ncclResult_t started = ncclCommInitRankConfig(&comm, group.size(), id, group.rank(), &config);
+  if (started != ncclSuccess && started != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    check_nccl(started, "ncclCommInitRankConfig");
+  }
+  const ncclResult_t state = settle(comm);
+  if (state == ncclSuccess) return comm;
+  const std::string why =
+      state == ncclSystemError && start_timeout() > 0
+          ? "creating the NCCL communicator of " + describe_group(group) + " did not complete within HOROVOD_START_TIMEOUT=" +
+                seconds(start_timeout()) + ": a rank of the group did not reach it (stopped, or busy elsewhere)"
+          : nccl_error_message(state, ("creating the NCCL communicator of " + describe_group(group)).c_str(), comm);
+  ncclCommAbort(comm);
+  throw NcclFailure(why);
 }
 
 ncclComm_t NcclContext::comm_for(const Communicator& group) {
@@ -55,7 +105,9 @@ ncclComm_t NcclContext::prepare(int device, const Communicator& group) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     device_ = device;
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating the NCCL stream");
-    finalizer_ = std::make_unique<NcclFinalizer>(device_, context_, [this] { return async_error(); });
+    finalizer_ = std::make_unique<NcclFinalizer>(
+        device_, context_, [this] { return async_error(); },
+        [this](const std::string& why) { abort_from_finalizer(why); }, context_.settings.liveness_timeout_seconds);
   }
   return comm_for(group);
 }
@@ -75,6 +127,73 @@ std::string NcclContext::async_error() const {
   return {};
 }
 
+void NcclContext::abort_all(const std::string& why) {
+  std::map<int, ncclComm_t> comms;
+  {
+    std::lock_guard<std::mutex> lock(comms_mutex_);
+    if (!failed_.load()) failure_ = why;
+    failed_ = true;
+    comms.swap(comms_);
+  }
+  for (const auto& [id, comm] : comms) ncclCommAbort(comm);
+  if (!comms.empty()) log_warn("NCCL communicators aborted: " + why);
+}
+
+void NcclContext::abort_from_finalizer(const std::string& why) {
+  auto lock = use();
+  abort_all(why);
+}
+
+bool NcclContext::wait_stream(std::string* error) {
+  const auto start = Clock::now();
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return true;
+    if (state != cudaErrorNotReady) {
+      *error = std::string("waiting for the NCCL stream: CUDA error ") + cudaGetErrorName(state) + ": " +
+               cudaGetErrorString(state);
+      return false;
+    }
+    *error = async_error();
+    const double limit = context_.settings.liveness_timeout_seconds;
+    if (error->empty() && limit > 0 && std::chrono::duration<double>(Clock::now() - start).count() > limit)
+      *error = "the NCCL stream did not finish within HOROVOD_LIVENESS_TIMEOUT_SECONDS=" + seconds(limit);
+    if (!error->empty()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Finalizes every communicator (collective: the peers finalize theirs too), waits for them within
+// one HOROVOD_START_TIMEOUT, then destroys them; aborts those that failed or did not finish.
+void NcclContext::release(const std::map<int, ncclComm_t>& comms) {
+  if (comms.empty()) return;  // also after the runtime's settings are gone (destructor)
+  std::map<int, ncclResult_t> states;
+  for (const auto& [id, comm] : comms) states[id] = ncclCommFinalize(comm);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(start_timeout() > 0 ? start_timeout() : 1e9);
+  for (const auto& [id, comm] : comms) {
+    ncclResult_t& state = states[id];
+    while (state == ncclInProgress) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) async = ncclInternalError;
+      state = async;
+      if (state == ncclInProgress) {
+        if (Clock::now() > deadline) {
+          state = ncclSystemError;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm);
+      continue;
+    }
+    log_warn("the NCCL communicator of group " + std::to_string(id) + " did not finalize within HOROVOD_START_TIMEOUT=" +
+             seconds(start_timeout()) + " (a peer did not finalize it, or failed): aborted instead");
+    ncclCommAbort(comm);
+  }
+}
+
 void NcclContext::forget(const Communicator& group) {
   ncclComm_t comm = nullptr;
   {
@@ -85,12 +204,19 @@ void NcclContext::forget(const Communicator& group) {
     comms_.erase(it);
   }
   // Removal is refused while the set has operations in flight, so only finished work remains.
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  ncclCommDestroy(comm);
+  std::string error;
+  if (stream_ != nullptr && !wait_stream(&error)) {
+    ncclCommAbort(comm);
+    return;
+  }
+  release({{group.id(), comm}});
 }
 
 void* NcclContext::host_staging(std::size_t bytes) {
-  if (bytes > staging_.capacity()) check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (bytes > staging_.capacity()) {
+    std::string error;
+    if (!wait_stream(&error)) throw NcclFailure(error);
+  }
   return staging_.get(bytes);
 }
 
@@ -102,18 +228,53 @@ void NcclContext::wait_for_inputs(const std::vector<TensorTableEntry>& entries) 
   }
 }
 
+// See Tensor::allocation_event: the pool may have handed out memory still in use in its
+// stream's order.
+void NcclContext::wait_for_outputs(const std::vector<TensorTableEntry>& entries) {
+  for (const auto& entry : entries) {
+    if (!entry.output || entry.output == entry.input) continue;
+    ReadyEventPtr allocated = entry.output->allocation_event();
+    if (!allocated) continue;
+    auto event = static_cast<cudaEvent_t>(allocated->cuda_event());
+    if (event != nullptr) {
+      check_cuda(cudaStreamWaitEvent(stream_, event, 0), "waiting for an output's allocation");
+    } else {
+      while (!allocated->ready()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
 void NcclContext::start_activity(const std::vector<TensorTableEntry>& entries, const char* activity) {
   for (const auto& entry : entries) context_.timeline.activity_start(entry.name, activity);
 }
 
-Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const char* op_name) {
+Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch) {
   PendingGpuWork work;
   std::string names;
   for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
-  work.label = std::string("NCCL ") + op_name + " of [" + names + "] on rank " +
-               std::to_string(world_.rank());
-  work.done = finalizer_->acquire_event();
-  check_cuda(cudaEventRecord(work.done, stream_), "recording the NCCL completion event");
+  work.label = std::string("NCCL ") + op_name + " of [" + names + "] on rank " + std::to_string(world_.rank());
+  work.error = launch.error();
+  cudaError_t recorded = cudaErrorInvalidResourceHandle;
+  try {
+    work.done = finalizer_->acquire_event();
+    recorded = cudaEventRecord(work.done, stream_);
+  } catch (const NcclFailure&) {
+  }
+  // A failure every rank must see aborts the communicators after the event is recorded: the
+  // aborted collectives end, and the stream runs to the event.
+  if (launch.shared_failure()) abort_all(work.label + " failed: " + launch.error());
+  if (recorded != cudaSuccess) {
+    // No event to wait for: the stream cannot be trusted. Wait for it here before the entries
+    // go back (see Note [Errors after NCCL work was enqueued]).
+    const std::string error = work.error.empty() ? std::string("recording the NCCL completion event: CUDA error ") +
+                                                       cudaGetErrorName(recorded)
+                                                 : work.error;
+    abort_all(work.label + " failed: " + error);
+    std::string ignored;
+    wait_stream(&ignored);
+    if (work.done != nullptr) cudaEventDestroy(work.done);
+    return Status::error(error);
+  }
   work.entries = std::move(entries);  // the runtime is done with them once we return InProgress
   finalizer_->submit(std::move(work));
   return Status::in_progress();
@@ -121,18 +282,17 @@ Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const c
 
 void NcclContext::shutdown() {
   if (finalizer_) finalizer_->stop();
-  const bool failed = !async_error().empty();
+  auto lock = use();
+  const std::string error = async_error();
   std::map<int, ncclComm_t> comms;
   {
     std::lock_guard<std::mutex> lock(comms_mutex_);
     comms.swap(comms_);
   }
-  for (const auto& [id, comm] : comms) {
-    if (failed) {
-      ncclCommAbort(comm);
-    } else {
-      ncclCommDestroy(comm);
-    }
+  if (!error.empty()) {
+    for (const auto& [id, comm] : comms) ncclCommAbort(comm);
+  } else {
+    release(comms);
   }
   if (stream_ != nullptr) {
     fusion_.release(stream_);

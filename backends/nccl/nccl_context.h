@@ -7,21 +7,37 @@
 // local rank after hvd::init), and a process without a GPU must still initialize. Every member
 // executes the group's responses in the same order, so all reach the creation together; the
 // group's rank 0 sends the unique id through the group's ControlChannel (no MPI call here).
-// Owned by NcclBackend; background thread, except what the finalizer reads (the communicators,
-// for asynchronous errors, under a lock).
+// Owned by NcclBackend; background thread, except what the finalizer uses (under use(), and the
+// communicators for asynchronous errors, under a lock).
+//
+// Note [Bounded NCCL communicator lifecycle]
+// ncclCommInitRank waits for every rank of the group, and ncclCommDestroy (finalize) for every
+// rank to be quiescent: a rank that never arrives (stopped, crashed, stuck elsewhere) blocks
+// them forever. Communicators are therefore nonblocking (ncclConfig_t::blocking = 0): creation
+// and finalize return ncclInProgress and are polled with ncclCommGetAsyncError for at most
+// HOROVOD_START_TIMEOUT seconds, then aborted (creation fails naming the variable; a shutdown
+// logs a warning and goes on). Any NCCL call on such a communicator may return ncclInProgress;
+// it is settled the same way before the next call.
+//
+// Note [One thread operates the communicators]
+// NCCL allows one thread at a time per communicator. The background thread holds use() for the
+// whole of an op; the finalizer takes it to abort the communicators after an asynchronous error,
+// which then fails every later op at once (failure()).
 #pragma once
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/nccl/device_buffers.h"
 #include "backends/nccl/nccl_finalizer.h"
+#include "backends/nccl/nccl_launch.h"
 #include "core/collective_op.h"
 
 namespace hvd::detail {
@@ -33,9 +49,14 @@ class NcclContext {
   NcclContext(const NcclContext&) = delete;
   NcclContext& operator=(const NcclContext&) = delete;
 
+  // See Note [One thread operates the communicators].
+  std::unique_lock<std::mutex> use() { return std::unique_lock<std::mutex>(use_mutex_); }
+  // Why the communicators were aborted; empty while they were not. Any thread.
+  std::string failure() const;
+
   // Binds this process to `device` on first use and returns `group`'s communicator, created on
   // its first use; later calls check the device is the same (one device per process).
-  // Throws NcclFailure.
+  // Throws NcclFailure. Caller holds use().
   ncclComm_t prepare(int device, const Communicator& group);
   // The communicator among the ranks of this node; created on first use. Throws.
   ncclComm_t local_comm();
@@ -48,15 +69,27 @@ class NcclContext {
   // Pinned host memory; growing first waits for the stream, which may still copy from the old.
   void* host_staging(std::size_t bytes);
 
-  // Makes the stream wait (on the GPU) for every entry's ready event.
+  // Makes the stream wait (on the GPU) for every entry's ready event, and for the allocation
+  // event of every output (Tensor::allocation_event). Throws NcclFailure.
   void wait_for_inputs(const std::vector<TensorTableEntry>& entries);
+  void wait_for_outputs(const std::vector<TensorTableEntry>& entries);
+  // Waits on the host until the stream has run what is enqueued; false (with `error`) on an
+  // asynchronous NCCL error or after HOROVOD_LIVENESS_TIMEOUT_SECONDS.
+  bool wait_stream(std::string* error);
+  // Polls a nonblocking communicator until it leaves ncclInProgress (bounded; see
+  // Note [Bounded NCCL communicator lifecycle]): its state, or ncclSystemError after the bound.
+  ncclResult_t settle(ncclComm_t comm);
   // Opens `activity` on every entry's timeline row (closed by the finalizer).
   void start_activity(const std::vector<TensorTableEntry>& entries, const char* activity);
-  // Records the completion event and hands the entries to the finalizer; returns InProgress.
-  Status finish_async(std::vector<TensorTableEntry>& entries, const char* op_name);
+  // Records the completion event and hands the entries to the finalizer with the launch's error,
+  // if any (aborting the communicators when it concerns every rank); returns InProgress. See
+  // Note [Errors after NCCL work was enqueued].
+  Status finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch);
+  // Aborts every communicator; later ops fail at once with `why`. Caller holds use().
+  void abort_all(const std::string& why);
 
-  // Finishes outstanding work, then destroys communicators (aborts them after an error),
-  // the stream and buffers. Background thread, before the world is finalized.
+  // Finishes outstanding work, then releases communicators (bounded finalize, else abort), the
+  // stream and buffers. Background thread, before the world is finalized.
   void shutdown();
   // A process set is being removed: its communicator goes (after the stream's work is done).
   void forget(const Communicator& group);
@@ -64,14 +97,21 @@ class NcclContext {
  private:
   ncclComm_t comm_for(const Communicator& group);  // created on first use
   ncclComm_t create_comm(const Communicator& group);
+  // Finalizes within the bound and destroys; aborts instead after an error or the bound.
+  void release(const std::map<int, ncclComm_t>& comms);
   std::string async_error() const;
+  void abort_from_finalizer(const std::string& why);
+  double start_timeout() const;  // seconds; 0: no limit
 
   World& world_;
   OpContext& context_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
+  std::mutex use_mutex_;
   mutable std::mutex comms_mutex_;      // the finalizer reads comms_ for asynchronous errors
   std::map<int, ncclComm_t> comms_;     // by Communicator::id()
+  std::string failure_;                 // under comms_mutex_
+  std::atomic<bool> failed_{false};
   DeviceFusionBuffer fusion_;
   PinnedHostBuffer staging_;
   std::unique_ptr<NcclFinalizer> finalizer_;

@@ -3,13 +3,18 @@
 #include <chrono>
 
 #include "backends/nccl/nccl_errors.h"
+#include "core/logging.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
 
-NcclFinalizer::NcclFinalizer(int device, OpContext& context,
-                             std::function<std::string()> async_error)
-    : device_(device), context_(context), async_error_(std::move(async_error)) {
+NcclFinalizer::NcclFinalizer(int device, OpContext& context, std::function<std::string()> async_error,
+                             std::function<void(const std::string&)> abort, double timeout_seconds)
+    : device_(device),
+      context_(context),
+      async_error_(std::move(async_error)),
+      abort_(std::move(abort)),
+      timeout_seconds_(timeout_seconds) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -57,24 +62,50 @@ void NcclFinalizer::stop() {
 
 // Polls rather than blocking in cudaEventSynchronize, so an asynchronous NCCL error (a peer
 // died, a timeout) fails the op instead of hanging the thread. Spins briefly for the latency of
-// small ops, then sleeps so an idle wait costs no core.
+// small ops, then sleeps so an idle wait costs no core. On an error the communicators are
+// aborted first, so the stream stops using the entries' memory before they are released.
 std::string NcclFinalizer::wait_for(cudaEvent_t event) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   for (;;) {
     const cudaError_t state = cudaEventQuery(event);
     if (state == cudaSuccess) return {};
+    std::string error;
     if (state != cudaErrorNotReady) {
-      return std::string("waiting for NCCL work to finish: CUDA error ") + cudaGetErrorName(state) +
-             ": " + cudaGetErrorString(state);
+      error = std::string("waiting for NCCL work to finish: CUDA error ") + cudaGetErrorName(state) + ": " +
+              cudaGetErrorString(state);
+    } else {
+      error = async_error_();
     }
-    std::string error = async_error_();
-    if (!error.empty()) return error;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (error.empty() && timeout_seconds_ > 0 && waited > timeout_seconds_) {
+      error = "the NCCL operation did not finish within HOROVOD_LIVENESS_TIMEOUT_SECONDS=" +
+              std::to_string(static_cast<long long>(timeout_seconds_)) + " s (a peer stopped taking part)";
+    }
+    if (!error.empty()) {
+      abort_(error);
+      if (state == cudaErrorNotReady) drain(event);
+      return error;
+    }
     if (Clock::now() - start < std::chrono::microseconds(200)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+  }
+}
+
+// ncclCommAbort stops the NCCL kernels; the stream then runs to the event. Bounded, so that a
+// stream that never gets there cannot hold the entries (and the caller) forever.
+void NcclFinalizer::drain(cudaEvent_t event) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (cudaEventQuery(event) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() > until) {
+      log_error("the NCCL stream did not finish within 30 s after its communicators were aborted; "
+                "releasing the operation's tensors anyway");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
@@ -89,7 +120,8 @@ void NcclFinalizer::run() {
       work = std::move(queue_.front());
       queue_.pop_front();
     }
-    const std::string error = wait_for(work.done);
+    std::string error = wait_for(work.done);
+    if (!work.error.empty()) error = work.error;  // the cause; the stream is done with the entries now
     release_event(work.done);
     for (const auto& entry : work.entries) context_.timeline.activity_end(entry.name);
     context_.finish(work.entries, error.empty() ? Status::ok()

@@ -1,6 +1,7 @@
 // The GPU finalizer thread: waits, in submission order, for the CUDA event recorded after each
-// NCCL op's last kernel, watches the communicators for asynchronous NCCL errors meanwhile, then
-// closes the op's timeline activity and completes its entries through OpContext::finish. This is
+// NCCL op's last kernel, watches the communicators for asynchronous NCCL errors meanwhile (and
+// aborts them on one, so the stream drains before the entries complete), then closes the op's
+// timeline activity and completes its entries through OpContext::finish. This is
 // what lets the background thread enqueue GPU work and move on without blocking. Started and
 // stopped by NcclContext (background thread); submit() is called from the background thread.
 #pragma once
@@ -24,12 +25,16 @@ struct PendingGpuWork {
   cudaEvent_t done = nullptr;
   std::vector<TensorTableEntry> entries;
   std::string label;  // "NCCL allreduce of [a, b] on rank 3", for error messages
+  std::string error;  // the op's enqueue phase failed: reported once the stream is done
 };
 
 class NcclFinalizer {
  public:
-  // `async_error` returns a non-empty message once a communicator reports an asynchronous error.
-  NcclFinalizer(int device, OpContext& context, std::function<std::string()> async_error);
+  // `async_error` returns a non-empty message once a communicator reports an asynchronous error;
+  // `abort` aborts every communicator (so the stream drains) and fails later ops. An op still
+  // running after `timeout_seconds` (0: never) is treated as failed.
+  NcclFinalizer(int device, OpContext& context, std::function<std::string()> async_error,
+                std::function<void(const std::string&)> abort, double timeout_seconds);
   ~NcclFinalizer();
   NcclFinalizer(const NcclFinalizer&) = delete;
   NcclFinalizer& operator=(const NcclFinalizer&) = delete;
@@ -42,11 +47,14 @@ class NcclFinalizer {
  private:
   void run();
   std::string wait_for(cudaEvent_t event);  // empty on success, else the error
+  void drain(cudaEvent_t event);            // after an abort: the stream finishes, bounded
   void release_event(cudaEvent_t event);
 
   int device_;
   OpContext& context_;
   std::function<std::string()> async_error_;
+  std::function<void(const std::string&)> abort_;
+  double timeout_seconds_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<PendingGpuWork> queue_;

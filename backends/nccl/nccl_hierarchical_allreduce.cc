@@ -6,6 +6,8 @@
 // The cross-node step is host MPI, so this op waits for the device-to-host copy on the
 // background thread: the one place the NCCL backend blocks it on the GPU (as Horovod's own
 // hierarchical allreduce does). The final allgather and copy out still complete asynchronously.
+// One more 4-byte host allreduce over every rank tells all whether any failed before the
+// cross-node step.
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
@@ -53,39 +55,49 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     const std::int64_t chunk = (layout.total + local_size - 1) / local_size;
     const std::int64_t padded = chunk * local_size;
     auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(padded * esize));
+    void* host = nccl_.host_staging(chunk * esize);
+
+    Launch launch(nccl_);
     Timeline& timeline = nccl_.op_context().timeline;
     for (const auto& e : entries) timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
-    copy_into_fusion(entries, layout, buffer, dtype, stream);
+    copy_into_fusion(entries, layout, buffer, dtype, stream, launch);
     for (const auto& e : entries) timeline.activity_end(e.name);
     if (padded > layout.total) {
-      check_cuda(cudaMemsetAsync(buffer + layout.total * esize, 0, (padded - layout.total) * esize,
-                                 stream), "zeroing the fusion buffer padding");
+      launch.local("zeroing the fusion buffer padding", [&] {
+        return cudaMemsetAsync(buffer + layout.total * esize, 0, (padded - layout.total) * esize, stream);
+      });
     }
     if (plan.prescale != 1.0) {
-      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream), "prescale");
+      launch.local("prescale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream); });
     }
     nccl_.start_activity(entries, "NCCL_HIERARCHICAL_ALLREDUCE");
     unsigned char* slice = buffer + world.local_rank() * chunk * esize;
-    check_nccl(ncclReduceScatter(buffer, slice, chunk, type, plan.op, local, stream),
-               "ncclReduceScatter (hierarchical)", local);
-
-    void* host = nccl_.host_staging(chunk * esize);
-    check_cuda(cudaMemcpyAsync(host, slice, chunk * esize, cudaMemcpyDeviceToHost, stream),
-               "copying to the host staging buffer");
-    check_cuda(cudaStreamSynchronize(stream), "waiting for the intra-node reduce-scatter");
-    Status status = world.host_allreduce(host, chunk, dtype, cross_op, CommScope::Cross);
-    if (!status.is_ok()) throw NcclFailure("cross-node MPI allreduce: " + status.message());
-    check_cuda(cudaMemcpyAsync(slice, host, chunk * esize, cudaMemcpyHostToDevice, stream),
-               "copying from the host staging buffer");
-
-    check_nccl(ncclAllGather(slice, buffer, chunk, type, local, stream),
-               "ncclAllGather (hierarchical)", local);
+    launch.collective("ncclReduceScatter (hierarchical)", local,
+                      [&] { return ncclReduceScatter(buffer, slice, chunk, type, plan.op, local, stream); });
+    launch.local("copying to the host staging buffer",
+                 [&] { return cudaMemcpyAsync(host, slice, chunk * esize, cudaMemcpyDeviceToHost, stream); });
+    std::string error;
+    if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the intra-node reduce-scatter: " + error);
+    // The host steps are collectives of every rank: they run whatever happened here, and the
+    // ranks agree on whether any of them failed, so no rank reports a result that another
+    // rank's garbage went into (see Note [Errors after NCCL work was enqueued]).
+    Status cross = world.host_allreduce(host, chunk, dtype, cross_op, CommScope::Cross);
+    if (!cross.is_ok()) launch.fail("cross-node MPI allreduce: " + cross.message());
+    std::int32_t all_ok = launch.ok() ? 1 : 0;
+    Status agreed = world.host_allreduce(&all_ok, 1, DataType::Int32, ReduceOp::Min, CommScope::Global);
+    if (!agreed.is_ok()) launch.fail("agreeing on the outcome of the cross-node step: " + agreed.message());
+    if (all_ok == 0) launch.fail("another rank failed its part of the hierarchical allreduce");
+    launch.local("copying from the host staging buffer",
+                 [&] { return cudaMemcpyAsync(slice, host, chunk * esize, cudaMemcpyHostToDevice, stream); });
+    launch.collective("ncclAllGather (hierarchical)", local,
+                      [&] { return ncclAllGather(slice, buffer, chunk, type, local, stream); });
+    launch.collectives_done();
     if (plan.postscale != 1.0) {
-      check_cuda(scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream), "postscale");
+      launch.local("postscale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream); });
     }
     switch_activity_on_stream(timeline, entries, "MEMCPY_OUT_FUSION_BUFFER", stream);
-    copy_out_of_fusion(entries, layout, buffer, dtype, stream);
-    return nccl_.finish_async(entries, name_);
+    copy_out_of_fusion(entries, layout, buffer, dtype, stream, launch);
+    return nccl_.finish_async(entries, name_, launch);
   }
 };
 

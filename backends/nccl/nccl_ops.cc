@@ -78,12 +78,34 @@ ncclComm_t NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const R
 
 Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& response,
                        const Communicator& group) {
+  std::string names;
+  for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
+  auto lock = nccl_.use();
+  const std::string failure = nccl_.failure();
+  if (!failure.empty()) {
+    return Status::error(std::string("NCCL ") + name_ + " of [" + names +
+                         "] failed: the NCCL communicators of this process were aborted after an earlier failure (" +
+                         failure + ")");
+  }
   try {
     return run(entries, response, group);
-  } catch (const std::exception& e) {
-    std::string names;
-    for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
+  } catch (const std::exception& e) {  // the plan only: nothing was enqueued
     return Status::error(std::string("NCCL ") + name_ + " of [" + names + "] failed: " + e.what());
+  }
+}
+
+std::int64_t row_elements(const TensorShape& shape) {
+  std::int64_t row = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+  return row;
+}
+
+void allocate_device_output(TensorTableEntry& entry, DataType dtype, const TensorShape& shape, int device) {
+  if (!entry.allocate_output) throw NcclFailure("no device output allocator for " + entry.name);
+  entry.output = entry.allocate_output(dtype, shape);
+  if (!entry.output || entry.output->device() != device) {
+    throw NcclFailure("the output allocator of " + entry.name + " did not return a tensor on device " +
+                      std::to_string(device));
   }
 }
 
@@ -98,17 +120,20 @@ class NcclBroadcast final : public NcclOp {
   Status run(std::vector<TensorTableEntry>& entries, const Response& response,
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
-    nccl_.start_activity(entries, "NCCL_BCAST");
     const ncclDataType_t type = nccl_datatype(response.dtype);
-    NcclGroup launch;
-    for (auto& entry : entries) {
-      void* out = entry.output ? entry.output->data() : entry.input->data();
-      check_nccl(ncclBroadcast(entry.input->data(), out, entry.input->num_elements(), type,
-                               response.root, comm, nccl_.stream()),
-                 "ncclBroadcast", comm);
-    }
-    launch.end(comm);
-    return nccl_.finish_async(entries, name_);
+    nccl_.start_activity(entries, "NCCL_BCAST");
+    Launch launch(nccl_);
+    launch.group(comm, [&] {
+      for (auto& entry : entries) {
+        void* out = entry.output ? entry.output->data() : entry.input->data();
+        launch.collective("ncclBroadcast", comm, [&] {
+          return ncclBroadcast(entry.input->data(), out, entry.input->num_elements(), type, response.root, comm,
+                               nccl_.stream());
+        });
+      }
+    });
+    launch.collectives_done();
+    return nccl_.finish_async(entries, name_, launch);
   }
 };
 
@@ -128,52 +153,52 @@ class NcclAllgather final : public NcclOp {
       throw NcclFailure("the response carries " + std::to_string(response.first_dims.size()) +
                         " first dimensions for " + std::to_string(size) + " ranks");
     }
+    const ncclDataType_t type = nccl_datatype(response.dtype);
+    // Every output before anything is enqueued.
+    std::vector<std::vector<std::int64_t>> dims(entries.size());
     for (std::size_t t = 0; t < entries.size(); ++t) {
-      const std::int64_t* dims = response.first_dims.data() + (per_tensor ? t * size : 0);
-      gather_one(entries[t], std::vector<std::int64_t>(dims, dims + size), response.dtype, comm);
+      const std::int64_t* first = response.first_dims.data() + (per_tensor ? t * size : 0);
+      dims[t].assign(first, first + size);
+      const TensorShape& in_shape = entries[t].input->shape();
+      if (in_shape.empty()) throw NcclFailure("allgather needs a tensor of at least one dimension");
+      TensorShape out_shape = in_shape;
+      out_shape[0] = 0;
+      for (auto d : dims[t]) out_shape[0] += d;
+      allocate_device_output(entries[t], response.dtype, out_shape, nccl_.device());
     }
+    nccl_.wait_for_outputs(entries);
     nccl_.start_activity(entries, "NCCL_ALLGATHER");
-    return nccl_.finish_async(entries, name_);
+    Launch launch(nccl_);
+    for (std::size_t t = 0; t < entries.size(); ++t) gather_one(entries[t], dims[t], response.dtype, type, comm, launch);
+    launch.collectives_done();
+    return nccl_.finish_async(entries, name_, launch);
   }
 
  private:
   void gather_one(TensorTableEntry& entry, const std::vector<std::int64_t>& dims, DataType dtype,
-                  ncclComm_t comm) {
-    const TensorShape& in_shape = entry.input->shape();
-    if (in_shape.empty()) throw NcclFailure("allgather needs a tensor of at least one dimension");
-    std::int64_t row = 1;
-    for (std::size_t d = 1; d < in_shape.size(); ++d) row *= in_shape[d];
-    TensorShape out_shape = in_shape;
-    out_shape[0] = 0;
+                  ncclDataType_t type, ncclComm_t comm, Launch& launch) {
+    const std::int64_t row = row_elements(entry.input->shape());
     bool equal = true;
-    for (auto d : dims) {
-      out_shape[0] += d;
-      equal = equal && d == dims[0];
-    }
-    if (!entry.allocate_output) throw NcclFailure("no device output allocator for " + entry.name);
-    entry.output = entry.allocate_output(dtype, out_shape);
-    if (!entry.output || entry.output->device() != nccl_.device()) {
-      throw NcclFailure("the output allocator of " + entry.name + " did not return a tensor on device " +
-                        std::to_string(nccl_.device()));
-    }
-    const ncclDataType_t type = nccl_datatype(dtype);
+    for (auto d : dims) equal = equal && d == dims[0];
     auto* out = static_cast<unsigned char*>(entry.output->data());
     if (equal) {
-      check_nccl(ncclAllGather(entry.input->data(), out, dims[0] * row, type, comm, nccl_.stream()),
-                 "ncclAllGather", comm);
+      launch.collective("ncclAllGather", comm, [&] {
+        return ncclAllGather(entry.input->data(), out, dims[0] * row, type, comm, nccl_.stream());
+      });
       return;
     }
-    NcclGroup launch;
-    std::int64_t offset = 0;
-    for (std::size_t r = 0; r < dims.size(); ++r) {
-      if (dims[r] > 0) {
-        check_nccl(ncclBroadcast(entry.input->data(), out + offset * row * dtype_size(dtype),
-                                 dims[r] * row, type, static_cast<int>(r), comm, nccl_.stream()),
-                   "ncclBroadcast (allgather)", comm);
+    launch.group(comm, [&] {
+      std::int64_t offset = 0;
+      for (std::size_t r = 0; r < dims.size(); ++r) {
+        if (dims[r] > 0) {
+          launch.collective("ncclBroadcast (allgather)", comm, [&] {
+            return ncclBroadcast(entry.input->data(), out + offset * row * dtype_size(dtype), dims[r] * row, type,
+                                 static_cast<int>(r), comm, nccl_.stream());
+          });
+        }
+        offset += dims[r];
       }
-      offset += dims[r];
-    }
-    launch.end(comm);
+    });
   }
 };
 

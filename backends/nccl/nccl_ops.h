@@ -13,8 +13,9 @@
 
 namespace hvd::detail {
 
-// Common part of every NCCL op: the backend name, device-tensor eligibility, and turning
-// NcclFailure into Status::error naming the op and tensors.
+// Common part of every NCCL op: the backend name, device-tensor eligibility, the lock on the
+// communicators, and turning a failure of the plan into Status::error naming the op and tensors
+// (see Note [Errors after NCCL work was enqueued]).
 class NcclOp : public CollectiveOp {
  public:
   NcclOp(NcclContext& nccl, const char* name) : nccl_(nccl), name_(name) {}
@@ -25,7 +26,8 @@ class NcclOp : public CollectiveOp {
                  const Communicator& group) final;
 
  protected:
-  // Enqueues the work among the ranks of `group`; returns what execute returns. May throw NcclFailure.
+  // Plans the work (may throw: nothing is enqueued yet), then enqueues it through a Launch,
+  // which never throws, and returns nccl_.finish_async(...).
   virtual Status run(std::vector<TensorTableEntry>& entries, const Response& response,
                      const Communicator& group) = 0;
   // Prepares the context on this rank's device for the response; returns `group`'s communicator.
@@ -45,6 +47,9 @@ struct ReducePlan {
   double postscale = 1.0;  // Average over integers folds 1/size in here
 };
 ReducePlan reduce_plan(const Response& response, int size);
+// entry.output from the entry's allocator, checked to be on `device`. Throws NcclFailure.
+void allocate_device_output(TensorTableEntry& entry, DataType dtype, const TensorShape& shape, int device);
+std::int64_t row_elements(const TensorShape& shape);
 
 std::unique_ptr<CollectiveOp> make_nccl_allreduce(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_hierarchical_allreduce(NcclContext& nccl);
@@ -67,10 +72,10 @@ struct FusionLayout {
 FusionLayout fusion_layout(const std::vector<TensorTableEntry>& entries, DataType dtype);
 // Batched copies of every input into `buffer` (zeros for a joined rank's host stand-ins).
 void copy_into_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
-                      void* buffer, DataType dtype, cudaStream_t stream);
+                      void* buffer, DataType dtype, cudaStream_t stream, Launch& launch);
 // Batched copies of `buffer` back to every device output.
 void copy_out_of_fusion(const std::vector<TensorTableEntry>& entries, const FusionLayout& layout,
-                        const void* buffer, DataType dtype, cudaStream_t stream);
+                        const void* buffer, DataType dtype, cudaStream_t stream, Launch& launch);
 // True when an entry is a joined rank's zero-filled host stand-in.
 bool is_host_stand_in(const TensorTableEntry& entry);
 

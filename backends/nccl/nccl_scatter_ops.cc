@@ -31,26 +31,10 @@ std::vector<std::int64_t> exchange_splits(const Communicator& group, const std::
   return recvs;
 }
 
-std::int64_t row_elements(const TensorShape& shape) {
-  std::int64_t row = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) row *= shape[d];
-  return row;
-}
-
-TensorPtr allocate_device_output(TensorTableEntry& entry, DataType dtype, const TensorShape& shape,
-                                 int device) {
-  if (!entry.allocate_output) throw NcclFailure("no device output allocator for " + entry.name);
-  TensorPtr out = entry.allocate_output(dtype, shape);
-  if (!out || out->device() != device) {
-    throw NcclFailure("the output allocator of " + entry.name +
-                      " did not return a tensor on device " + std::to_string(device));
-  }
-  return out;
-}
-
 // Alltoall: rows of the first dimension go to each rank by entry.splits (empty: even). The
-// receive counts are exchanged through the group's control channel first (host integers on the background thread), then
-// one grouped ncclSend/ncclRecv moves the data.
+// receive counts of every entry are exchanged through the group's control channel first (host
+// integers on the background thread) and every output allocated, then one grouped
+// ncclSend/ncclRecv per entry moves the data.
 class NcclAlltoall final : public NcclOp {
  public:
   explicit NcclAlltoall(NcclContext& nccl) : NcclOp(nccl, "alltoall") {}
@@ -59,9 +43,26 @@ class NcclAlltoall final : public NcclOp {
   Status run(std::vector<TensorTableEntry>& entries, const Response& response,
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
-    for (auto& entry : entries) exchange_one(entry, response.dtype, group, comm);
+    const int size = group.size();
+    std::vector<std::vector<std::int64_t>> sends(entries.size()), recvs(entries.size());
+    for (std::size_t t = 0; t < entries.size(); ++t) {
+      auto& entry = entries[t];
+      const TensorShape& shape = entry.input->shape();
+      if (shape.empty()) throw NcclFailure("alltoall needs a tensor of at least one dimension");
+      sends[t] = send_splits(entry, shape[0], size);
+      recvs[t] = exchange_splits(group, sends[t]);
+      TensorShape out_shape = shape;
+      out_shape[0] = 0;
+      for (auto r : recvs[t]) out_shape[0] += r;
+      allocate_device_output(entry, response.dtype, out_shape, nccl_.device());
+      entry.received_splits = recvs[t];
+    }
+    nccl_.wait_for_outputs(entries);
     nccl_.start_activity(entries, "NCCL_ALLTOALL");
-    return nccl_.finish_async(entries, name_);
+    Launch launch(nccl_);
+    for (std::size_t t = 0; t < entries.size(); ++t) exchange_one(entries[t], sends[t], recvs[t], response.dtype, comm, launch);
+    launch.collectives_done();
+    return nccl_.finish_async(entries, name_, launch);
   }
 
  private:
@@ -82,37 +83,29 @@ class NcclAlltoall final : public NcclOp {
     return entry.splits;
   }
 
-  void exchange_one(TensorTableEntry& entry, DataType dtype, const Communicator& group, ncclComm_t comm) {
-    const int size = group.size();
-    const TensorShape& shape = entry.input->shape();
-    if (shape.empty()) throw NcclFailure("alltoall needs a tensor of at least one dimension");
-    const std::vector<std::int64_t> sends = send_splits(entry, shape[0], size);
-    const std::vector<std::int64_t> recvs = exchange_splits(group, sends);
-    TensorShape out_shape = shape;
-    out_shape[0] = 0;
-    for (auto r : recvs) out_shape[0] += r;
-    entry.output = allocate_device_output(entry, dtype, out_shape, nccl_.device());
-    entry.received_splits = recvs;
-
-    const std::int64_t row_bytes = row_elements(shape) * dtype_size(dtype);
+  void exchange_one(TensorTableEntry& entry, const std::vector<std::int64_t>& sends, const std::vector<std::int64_t>& recvs,
+                    DataType dtype, ncclComm_t comm, Launch& launch) {
+    const std::int64_t row_bytes = row_elements(entry.input->shape()) * dtype_size(dtype);
     const auto* in = static_cast<const unsigned char*>(entry.input->data());
     auto* out = static_cast<unsigned char*>(entry.output->data());
     // Bytes as ncclUint8 sidestep counts that overflow for wide rows of large dtypes.
-    NcclGroup launch;
-    std::int64_t send_off = 0, recv_off = 0;
-    for (int peer = 0; peer < size; ++peer) {
-      if (sends[peer] > 0) {
-        check_nccl(ncclSend(in + send_off, sends[peer] * row_bytes, ncclUint8, peer, comm,
-                            nccl_.stream()), "ncclSend", comm);
+    launch.group(comm, [&] {
+      std::int64_t send_off = 0, recv_off = 0;
+      for (std::size_t peer = 0; peer < sends.size(); ++peer) {
+        if (sends[peer] > 0) {
+          launch.collective("ncclSend", comm, [&] {
+            return ncclSend(in + send_off, sends[peer] * row_bytes, ncclUint8, static_cast<int>(peer), comm, nccl_.stream());
+          });
+        }
+        if (recvs[peer] > 0) {
+          launch.collective("ncclRecv", comm, [&] {
+            return ncclRecv(out + recv_off, recvs[peer] * row_bytes, ncclUint8, static_cast<int>(peer), comm, nccl_.stream());
+          });
+        }
+        send_off += sends[peer] * row_bytes;
+        recv_off += recvs[peer] * row_bytes;
       }
-      if (recvs[peer] > 0) {
-        check_nccl(ncclRecv(out + recv_off, recvs[peer] * row_bytes, ncclUint8, peer, comm,
-                            nccl_.stream()), "ncclRecv", comm);
-      }
-      send_off += sends[peer] * row_bytes;
-      recv_off += recvs[peer] * row_bytes;
-    }
-    launch.end(comm);
+    });
   }
 };
 
@@ -128,60 +121,74 @@ class NcclReducescatter final : public NcclOp {
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
     const ReducePlan plan = reduce_plan(response, group.size());
-    for (auto& entry : entries) scatter_one(entry, response.dtype, plan, group, comm);
+    const ncclDataType_t type = nccl_datatype(response.dtype);
+    const int size = group.size(), rank = group.rank();
+    const std::int64_t esize = dtype_size(response.dtype);
+    std::int64_t staging = 0;  // bytes of the padded layout, the largest entry's
+    for (auto& entry : entries) {
+      const TensorShape& shape = entry.input->shape();
+      if (shape.empty()) throw NcclFailure("reducescatter needs a tensor of at least one dimension");
+      const std::int64_t rows = shape[0], base = rows / size, extra = rows % size;
+      TensorShape out_shape = shape;
+      out_shape[0] = base + (rank < extra ? 1 : 0);
+      allocate_device_output(entry, response.dtype, out_shape, nccl_.device());
+      if (extra != 0 || plan.prescale != 1.0)
+        staging = std::max(staging, size * (base + (extra > 0 ? 1 : 0)) * row_elements(shape) * esize);
+    }
+    void* buffer = staging > 0 ? nccl_.fusion_buffer(static_cast<std::size_t>(staging)) : nullptr;
+    nccl_.wait_for_outputs(entries);
     nccl_.start_activity(entries, "NCCL_REDUCESCATTER");
-    return nccl_.finish_async(entries, name_);
+    Launch launch(nccl_);
+    for (auto& entry : entries) scatter_one(entry, response.dtype, type, plan, size, rank, comm, buffer, launch);
+    launch.collectives_done();
+    // Postscale after every collective: a failure in it concerns this rank's outputs only.
+    if (plan.postscale != 1.0) {
+      for (auto& entry : entries) {
+        launch.local("postscale", [&] {
+          return scale_device_buffer(entry.output->data(), entry.output->num_elements(), response.dtype, plan.postscale,
+                                     nccl_.stream());
+        });
+      }
+    }
+    return nccl_.finish_async(entries, name_, launch);
   }
 
  private:
-  void scatter_one(TensorTableEntry& entry, DataType dtype, const ReducePlan& plan, const Communicator& group,
-                   ncclComm_t comm) {
-    const int size = group.size(), rank = group.rank();
+  void scatter_one(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan, int size,
+                   int rank, ncclComm_t comm, void* staging, Launch& launch) {
     const TensorShape& shape = entry.input->shape();
-    if (shape.empty()) throw NcclFailure("reducescatter needs a tensor of at least one dimension");
     const std::int64_t rows = shape[0], row = row_elements(shape), esize = dtype_size(dtype);
     const std::int64_t base = rows / size, extra = rows % size;
     const std::int64_t block = base + (extra > 0 ? 1 : 0);  // padded rows per rank
-    TensorShape out_shape = shape;
-    out_shape[0] = base + (rank < extra ? 1 : 0);
-    entry.output = allocate_device_output(entry, dtype, out_shape, nccl_.device());
     cudaStream_t stream = nccl_.stream();
     const auto* in = static_cast<const unsigned char*>(entry.input->data());
-
-    const void* send = in;
-    if (extra != 0 || plan.prescale != 1.0) {
-      auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(size * block * row * esize));
-      std::vector<DeviceCopy> copies;
-      for (int r = 0; r < size; ++r) {
-        const std::int64_t offset = r * base + std::min<std::int64_t>(r, extra);
-        const std::int64_t n = base + (r < extra ? 1 : 0);
-        copies.push_back({in + offset * row * esize, buffer + r * block * row * esize, n * row * esize});
-      }
-      check_cuda(batched_device_copy(copies, stream), "copying into the device fusion buffer");
-      if (plan.prescale != 1.0) {
-        check_cuda(scale_device_buffer(buffer, size * block * row, dtype, plan.prescale, stream),
-                   "prescale");
-      }
-      send = buffer;
-    }
     void* out = entry.output->data();
-    const std::int64_t mine = out_shape[0] * row;
-    if (extra == 0) {
-      check_nccl(ncclReduceScatter(send, out, block * row, nccl_datatype(dtype), plan.op,
-                                   comm, stream), "ncclReduceScatter", comm);
-    } else {
-      // In place in the padded buffer, then this rank's real rows out.
-      auto* buffer = static_cast<unsigned char*>(const_cast<void*>(send));
-      unsigned char* own = buffer + rank * block * row * esize;
-      check_nccl(ncclReduceScatter(buffer, own, block * row, nccl_datatype(dtype), plan.op,
-                                   comm, stream), "ncclReduceScatter", comm);
-      if (mine > 0) {
-        check_cuda(cudaMemcpyAsync(out, own, mine * esize, cudaMemcpyDeviceToDevice, stream),
-                   "copying out of the device fusion buffer");
-      }
+    const std::int64_t mine = entry.output->shape()[0] * row;
+
+    if (extra == 0 && plan.prescale == 1.0) {
+      launch.collective("ncclReduceScatter", comm,
+                        [&] { return ncclReduceScatter(in, out, block * row, type, plan.op, comm, stream); });
+      return;
     }
-    if (plan.postscale != 1.0) {
-      check_cuda(scale_device_buffer(out, mine, dtype, plan.postscale, stream), "postscale");
+    // Through the padded layout in the fusion buffer, reduced in place, then this rank's real rows out.
+    auto* buffer = static_cast<unsigned char*>(staging);
+    std::vector<DeviceCopy> copies;
+    for (int r = 0; r < size; ++r) {
+      const std::int64_t offset = r * base + std::min<std::int64_t>(r, extra);
+      const std::int64_t n = base + (r < extra ? 1 : 0);
+      copies.push_back({in + offset * row * esize, buffer + r * block * row * esize, n * row * esize});
+    }
+    launch.local("copying into the device fusion buffer", [&] { return batched_device_copy(copies, stream); });
+    if (plan.prescale != 1.0) {
+      launch.local("prescale", [&] { return scale_device_buffer(buffer, size * block * row, dtype, plan.prescale, stream); });
+    }
+    unsigned char* own = buffer + rank * block * row * esize;
+    launch.collective("ncclReduceScatter", comm,
+                      [&] { return ncclReduceScatter(buffer, own, block * row, type, plan.op, comm, stream); });
+    // Before the next entry's collective, so a failure here is still one every rank must see.
+    if (mine > 0) {
+      launch.local("copying out of the device fusion buffer",
+                   [&] { return cudaMemcpyAsync(out, own, mine * esize, cudaMemcpyDeviceToDevice, stream); });
     }
   }
 };

@@ -95,6 +95,9 @@ std::vector<TensorTableEntry> Executor::entries_for(const Response& response, Pr
     standin.type = traits->request;
     standin.input = HostTensor::allocate(response.dtype, response.shapes.at(i));
     standin.output = standin.input;
+    // The op is chosen by the response's device, as on the ranks that submitted it: a stand-in
+    // for a GPU tensor must go to the same backend (NCCL), or the ranks run different collectives.
+    standin.device = response.device;
     standin.reduce_op = response.reduce_op;
     standin.prescale_factor = response.prescale_factor;
     standin.postscale_factor = response.postscale_factor;

@@ -78,12 +78,15 @@ class TorchTensor final : public Tensor {
   const TensorShape& shape() const override { return shape_; }
   void* data() override { return tensor_.data_ptr(); }
   int device() const override { return tensor_.is_cuda() ? tensor_.get_device() : kCpuDevice; }
+  ReadyEventPtr allocation_event() const override { return allocated_; }
+  void set_allocation_event(ReadyEventPtr event) { allocated_ = std::move(event); }
   const at::Tensor& tensor() const { return tensor_; }
 
  private:
   at::Tensor tensor_;
   DataType dtype_;
   TensorShape shape_;
+  ReadyEventPtr allocated_;  // outputs from torch_allocator() on a CUDA device
 };
 
 inline std::shared_ptr<TorchTensor> wrap(const at::Tensor& t) { return std::make_shared<TorchTensor>(t); }
@@ -93,15 +96,6 @@ inline at::Tensor unwrap(const TensorPtr& t) {
   auto* torch_tensor = dynamic_cast<TorchTensor*>(t.get());
   if (torch_tensor == nullptr) throw Error("hvd::torch: the runtime returned an output that is not a torch tensor");
   return torch_tensor->tensor();
-}
-
-// Allocates outputs like `like` (same dtype family and device); runs on the background thread,
-// where torch::empty is safe.
-inline OutputAllocator torch_allocator(const at::Tensor& like) {
-  const at::TensorOptions options = like.options();
-  return [options](DataType dtype, const TensorShape& shape) -> TensorPtr {
-    return std::make_shared<TorchTensor>(at::empty(shape, options.dtype(to_torch_dtype(dtype))));
-  };
 }
 
 #ifdef HVD_TORCH_CUDA
@@ -118,6 +112,22 @@ class CudaReadyEvent final : public ReadyEvent {
   at::cuda::CUDAEvent event_;
 };
 #endif
+
+// Allocates outputs like `like` (same dtype family and device); runs on the background thread,
+// where torch::empty is safe. The caching allocator hands out memory in the order of the
+// thread's current stream, where work on a block's previous tensor may still be pending: a CUDA
+// output carries an event recorded there after the allocation (Tensor::allocation_event), which
+// the NCCL stream waits for before writing.
+inline OutputAllocator torch_allocator(const at::Tensor& like) {
+  const at::TensorOptions options = like.options();
+  return [options](DataType dtype, const TensorShape& shape) -> TensorPtr {
+    auto out = std::make_shared<TorchTensor>(at::empty(shape, options.dtype(to_torch_dtype(dtype))));
+#ifdef HVD_TORCH_CUDA
+    if (out->tensor().is_cuda()) out->set_allocation_event(std::make_shared<CudaReadyEvent>(out->tensor()));
+#endif
+    return out;
+  };
+}
 
 // The producer's ready event for a tensor: none for host tensors.
 inline ReadyEventPtr ready_event(const at::Tensor& t) {

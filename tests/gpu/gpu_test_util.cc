@@ -25,24 +25,55 @@ std::shared_ptr<DeviceTensor> DeviceTensor::allocate(DataType dtype, TensorShape
   return t;
 }
 
+std::shared_ptr<DeviceTensor> DeviceTensor::allocate_on(cudaStream_t stream, DataType dtype, TensorShape shape) {
+  std::shared_ptr<DeviceTensor> t(new DeviceTensor(dtype, std::move(shape)));
+  check_cuda(cudaGetDevice(&t->device_), "cudaGetDevice");
+  const std::int64_t bytes = t->size_bytes();
+  check_cuda(cudaMallocAsync(&t->data_, bytes > 0 ? bytes : 1, stream), "cudaMallocAsync");
+  t->stream_ = stream;
+  t->allocated_ = std::make_shared<CudaReadyEvent>(stream);
+  return t;
+}
+
 DeviceTensor::~DeviceTensor() {
-  if (data_ != nullptr) cudaFree(data_);
+  if (data_ == nullptr) return;
+  if (stream_ != nullptr) {
+    cudaFreeAsync(data_, stream_);
+  } else {
+    cudaFree(data_);
+  }
 }
 
 void DeviceTensor::upload(const std::vector<double>& values) {
   auto bytes = encode(values, dtype_);
+  if (stream_ != nullptr) {
+    check_cuda(cudaMemcpyAsync(data_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_), "upload");
+    check_cuda(cudaStreamSynchronize(stream_), "upload");
+    return;
+  }
   check_cuda(cudaMemcpy(data_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
 }
 
 std::vector<double> DeviceTensor::download() {
   std::vector<unsigned char> bytes(static_cast<std::size_t>(size_bytes()));
-  check_cuda(cudaMemcpy(bytes.data(), data_, bytes.size(), cudaMemcpyDeviceToHost), "download");
+  if (stream_ != nullptr) {
+    check_cuda(cudaMemcpyAsync(bytes.data(), data_, bytes.size(), cudaMemcpyDeviceToHost, stream_), "download");
+    check_cuda(cudaStreamSynchronize(stream_), "download");
+  } else {
+    check_cuda(cudaMemcpy(bytes.data(), data_, bytes.size(), cudaMemcpyDeviceToHost), "download");
+  }
   return decode(bytes.data(), num_elements(), dtype_);
 }
 
 OutputAllocator device_allocator() {
   return [](DataType dtype, const TensorShape& shape) -> TensorPtr {
     return DeviceTensor::allocate(dtype, shape);
+  };
+}
+
+OutputAllocator stream_allocator(cudaStream_t stream) {
+  return [stream](DataType dtype, const TensorShape& shape) -> TensorPtr {
+    return DeviceTensor::allocate_on(stream, dtype, shape);
   };
 }
 

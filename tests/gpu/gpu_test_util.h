@@ -20,18 +20,24 @@ constexpr int kSkipReturnCode = 77;  // ctest SKIP_RETURN_CODE
 
 void check_cuda(cudaError_t result, const char* what);
 
-// Device memory owned by the tensor, on the device current when allocated.
+// Device memory owned by the tensor, on the device current when allocated: cudaMalloc'd, or
+// (allocate_on) taken from the stream-ordered pool on `stream` and given back to it, as a
+// caching allocator does: the memory may be another tensor's that work still pending on that
+// stream uses, so its allocation_event() must complete before another stream writes it.
 class DeviceTensor final : public Tensor {
  public:
   static std::shared_ptr<DeviceTensor> allocate(DataType dtype, TensorShape shape);
+  static std::shared_ptr<DeviceTensor> allocate_on(cudaStream_t stream, DataType dtype, TensorShape shape);
   ~DeviceTensor() override;
   DataType dtype() const override { return dtype_; }
   const TensorShape& shape() const override { return shape_; }
   void* data() override { return data_; }
   int device() const override { return device_; }
+  ReadyEventPtr allocation_event() const override { return allocated_; }
 
-  void upload(const std::vector<double>& values);  // encodes to dtype, synchronous
-  std::vector<double> download();                  // decodes from dtype, synchronous
+  // Encode/decode the dtype; synchronous (in the order of the tensor's stream, if it has one).
+  void upload(const std::vector<double>& values);
+  std::vector<double> download();
 
  private:
   DeviceTensor(DataType dtype, TensorShape shape) : dtype_(dtype), shape_(std::move(shape)) {}
@@ -39,10 +45,15 @@ class DeviceTensor final : public Tensor {
   TensorShape shape_;
   void* data_ = nullptr;
   int device_ = 0;
+  cudaStream_t stream_ = nullptr;  // set by allocate_on
+  ReadyEventPtr allocated_;
 };
 using DeviceTensorPtr = std::shared_ptr<DeviceTensor>;
 
 OutputAllocator device_allocator();
+// Outputs from the stream-ordered pool of `stream` (DeviceTensor::allocate_on), as PyTorch's
+// allocator gives them on the background thread's current stream.
+OutputAllocator stream_allocator(cudaStream_t stream);
 
 // A ready event recorded on a producer stream.
 class CudaReadyEvent final : public ReadyEvent {

@@ -1,7 +1,9 @@
 // GPU tests of the NCCL backend: every collective and dtype against a closed form, fused and
-// unfused, on device tensors; and readiness ordering (the op must wait for the producer's
-// event). Run under mpirun at np=1 (and np=2 where ranks may share a GPU); each rank exits with
-// the ctest skip code when no CUDA device is present.
+// unfused, on device tensors; readiness ordering (the op must wait for the producer's event, and
+// for the allocation of outputs taken from a stream-ordered pool); a joined rank; errors every
+// rank sees alike. Run under mpirun on a GPU (np=1, and np=2 where ranks may share it; without a
+// device each rank exits with the ctest skip code), and in CI on the emulated CUDA runtime and
+// NCCL at np=1, 2 and 4 (test_nccl_collectives_emulated; see tests/gpu/CMakeLists.txt).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <nccl.h>
@@ -46,7 +48,7 @@ std::string label(const char* op, DataType dtype, ReduceOp reduce, std::int64_t 
 
 }  // namespace
 
-TEST_CASE("NCCL allreduce of every dtype and op, one tensor at a time") {
+TEST_CASE("NCCL allreduce of every dtype and op, one tensor at a time", "[allreduce]") {
   for (DataType dtype : test::kEveryDtype) {
     for (ReduceOp op : test::kEveryReduceOp) {
       for (std::int64_t n : {1, 33, 1000}) {
@@ -65,7 +67,7 @@ TEST_CASE("NCCL allreduce of every dtype and op, one tensor at a time") {
   }
 }
 
-TEST_CASE("NCCL allreduce in place") {
+TEST_CASE("NCCL allreduce in place", "[allreduce]") {
   const std::int64_t n = 257;
   std::vector<double> in(n), want(n);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -77,7 +79,7 @@ TEST_CASE("NCCL allreduce in place") {
   check_close(t->download(), want, DataType::Float32, "in place");
 }
 
-TEST_CASE("NCCL allreduce fused through the device fusion buffer") {
+TEST_CASE("NCCL allreduce fused through the device fusion buffer", "[allreduce]") {
   const std::vector<std::int64_t> counts = {1, 3, 17, 1000, 5, 64};
   for (DataType dtype : test::kEveryDtype) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max, ReduceOp::Product}) {
@@ -100,7 +102,7 @@ TEST_CASE("NCCL allreduce fused through the device fusion buffer") {
   }
 }
 
-TEST_CASE("NCCL allreduce applies prescale and postscale on the device") {
+TEST_CASE("NCCL allreduce applies prescale and postscale on the device", "[allreduce]") {
   for (DataType dtype : {DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64}) {
     for (bool fused : {false, true}) {
       const std::int64_t n = 100;
@@ -122,7 +124,7 @@ TEST_CASE("NCCL allreduce applies prescale and postscale on the device") {
   }
 }
 
-TEST_CASE("NCCL allgather with a different first dimension on each rank") {
+TEST_CASE("NCCL allgather with a different first dimension on each rank", "[allgather]") {
   const std::int64_t cols = 3;
   for (DataType dtype : test::kEveryDtype) {
     const std::int64_t rows = rank() + 1;
@@ -141,7 +143,7 @@ TEST_CASE("NCCL allgather with a different first dimension on each rank") {
   }
 }
 
-TEST_CASE("NCCL broadcast from the last rank") {
+TEST_CASE("NCCL broadcast from the last rank", "[broadcast]") {
   const int root = size() - 1;
   for (DataType dtype : test::kEveryDtype) {
     const std::int64_t n = 77;
@@ -156,7 +158,7 @@ TEST_CASE("NCCL broadcast from the last rank") {
   }
 }
 
-TEST_CASE("NCCL alltoall with uneven splits") {
+TEST_CASE("NCCL alltoall with uneven splits", "[alltoall]") {
   const int me = rank(), n = size();
   auto rows = [](int from, int to) { return static_cast<std::int64_t>((from + to) % 3 + 1); };
   auto cell = [](int from, int to, std::int64_t j) { return 20.0 * from + 5 * to + j % 5; };
@@ -182,7 +184,7 @@ TEST_CASE("NCCL alltoall with uneven splits") {
   }
 }
 
-TEST_CASE("NCCL reducescatter with rows not divisible by the size") {
+TEST_CASE("NCCL reducescatter with rows not divisible by the size", "[reducescatter]") {
   const int me = rank(), n = size();
   const std::int64_t cols = 3;
   for (std::int64_t total_rows : {static_cast<std::int64_t>(2 * n + 1), static_cast<std::int64_t>(2 * n)}) {
@@ -207,7 +209,7 @@ TEST_CASE("NCCL reducescatter with rows not divisible by the size") {
   }
 }
 
-TEST_CASE("NCCL waits for the producer's ready event before reading the input") {
+TEST_CASE("NCCL waits for the producer's ready event before reading the input", "[allreduce][readiness]") {
   const std::int64_t n = 4096;
   auto input = device_tensor(DataType::Float32, {n}, std::vector<double>(n, -1.0));
   auto output = DeviceTensor::allocate(DataType::Float32, {n});
@@ -225,6 +227,178 @@ TEST_CASE("NCCL waits for the producer's ready event before reading the input") 
   for (std::int64_t i = 0; i < n; ++i) want[i] = (i + 1) * ranks;
   check_close(output->download(), want, DataType::Float32, "readiness");
   cudaStreamDestroy(producer);
+}
+
+TEST_CASE("NCCL allgather fused, the first dimension differing by rank and tensor", "[allgather]") {
+  auto rows = [](int r, int t) { return static_cast<std::int64_t>((r + t) % 3 + 1); };
+  auto value = [](int r, int t, std::int64_t j) { return 100.0 * t + 10.0 * (r + 1) + j % 7; };
+  const std::int64_t cols = 2;
+  for (DataType dtype : {DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Float64}) {
+    std::vector<TensorPtr> inputs;
+    for (int t = 0; t < 3; ++t) {
+      std::vector<double> in;
+      for (std::int64_t j = 0; j < rows(rank(), t) * cols; ++j) in.push_back(value(rank(), t, j));
+      inputs.push_back(device_tensor(dtype, {rows(rank(), t), cols}, in));
+    }
+    Handle h = grouped_allgather_async(inputs, test::device_allocator(), {std::string("gathered.") + dtype_name(dtype)});
+    h.wait();
+    for (int t = 0; t < 3; ++t) {
+      std::vector<double> want;
+      std::int64_t total = 0;
+      for (int r = 0; r < size(); ++r) {
+        total += rows(r, t);
+        for (std::int64_t j = 0; j < rows(r, t) * cols; ++j) want.push_back(value(r, t, j));
+      }
+      auto& out = static_cast<DeviceTensor&>(*h.outputs().at(t));
+      REQUIRE(out.shape() == TensorShape{total, cols});
+      check_close(out.download(), want, dtype, "fused allgather tensor " + std::to_string(t));
+    }
+  }
+}
+
+TEST_CASE("NCCL reducescatter fused and padded, with prescale, postscale and integer Average", "[reducescatter]") {
+  const int me = rank(), n = size();
+  const std::int64_t cols = 2;
+  const std::vector<std::int64_t> row_counts = {2 * n + 1, n, 1};  // padded, even, fewer rows than ranks
+  for (DataType dtype : {DataType::Int32, DataType::Float16, DataType::BFloat16, DataType::Float32}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
+      const double prescale = test::integer_dtype(dtype) ? 1.0 : 0.5, postscale = test::integer_dtype(dtype) ? 1.0 : 4.0;
+      std::vector<TensorPtr> inputs;
+      for (auto total_rows : row_counts) {
+        std::vector<double> in(total_rows * cols);
+        for (std::int64_t i = 0; i < total_rows * cols; ++i) in[i] = rank_value(me, i, op);
+        inputs.push_back(device_tensor(dtype, {total_rows, cols}, in));
+      }
+      ReducescatterOptions options{op, label("scattered", dtype, op, 0), prescale, postscale};
+      Handle h = grouped_reducescatter_async(inputs, test::device_allocator(), options);
+      h.wait();
+      for (std::size_t t = 0; t < row_counts.size(); ++t) {
+        const std::int64_t base = row_counts[t] / n, extra = row_counts[t] % n;
+        const std::int64_t mine = base + (me < extra ? 1 : 0), offset = me * base + std::min<std::int64_t>(me, extra);
+        auto& out = static_cast<DeviceTensor&>(*h.outputs().at(t));
+        REQUIRE(out.shape() == TensorShape{mine, cols});
+        std::vector<double> want;
+        for (std::int64_t i = offset * cols; i < (offset + mine) * cols; ++i) want.push_back(expected(op, i, dtype, prescale, postscale));
+        check_close(out.download(), want, dtype, options.name + " tensor " + std::to_string(t));
+      }
+    }
+  }
+}
+
+// Outputs the background thread allocates come from a stream-ordered pool (PyTorch's allocator
+// on the thread's current stream). The pool may hand out memory that this stream freed while a
+// slow kernel on it still writes it: the NCCL stream must wait for the allocation's event.
+TEST_CASE("NCCL waits for outputs allocated on another stream", "[readiness][allgather][alltoall][reducescatter]") {
+  cudaStream_t pool;
+  test::check_cuda(cudaStreamCreateWithFlags(&pool, cudaStreamNonBlocking), "stream");
+  const std::int64_t cols = 64, rows = 4 * size();
+  // A tensor of this stream that a slow kernel (~200 ms) is still writing when it is freed.
+  auto recycle = [&] {
+    auto old = DeviceTensor::allocate_on(pool, DataType::Float32, {16 * size() * cols});
+    test::check_cuda(test::launch_delayed_fill(static_cast<float*>(old->data()), old->num_elements(), -7.0f,
+                                               200000000LL, pool), "delayed fill");
+  };
+  std::vector<double> in(rows * cols);
+  for (std::int64_t i = 0; i < rows * cols; ++i) in[i] = rank_value(rank(), i, ReduceOp::Sum);
+  auto input = device_tensor(DataType::Float32, {rows, cols}, in);
+
+  recycle();
+  Handle g = allgather_async(input, test::stream_allocator(pool), {"pool.allgather"});
+  g.wait();
+  std::vector<double> want;
+  for (int r = 0; r < size(); ++r)
+    for (std::int64_t i = 0; i < rows * cols; ++i) want.push_back(rank_value(r, i, ReduceOp::Sum));
+  check_close(static_cast<DeviceTensor&>(*g.outputs().at(0)).download(), want, DataType::Float32, "pool allgather");
+
+  recycle();
+  Handle a = alltoall_async(input, test::stream_allocator(pool), {{}, "pool.alltoall"});
+  a.wait();
+  want.clear();
+  const std::int64_t block = rows / size() * cols;  // even splits: rank q's block `rank()` comes here
+  for (int q = 0; q < size(); ++q)
+    for (std::int64_t i = rank() * block; i < (rank() + 1) * block; ++i) want.push_back(rank_value(q, i, ReduceOp::Sum));
+  check_close(static_cast<DeviceTensor&>(*a.outputs().at(0)).download(), want, DataType::Float32, "pool alltoall");
+
+  recycle();
+  Handle s = reducescatter_async(input, test::stream_allocator(pool), {ReduceOp::Sum, "pool.reducescatter"});
+  s.wait();
+  want.clear();
+  for (std::int64_t i = rank() * block; i < (rank() + 1) * block; ++i) want.push_back(expected(ReduceOp::Sum, i, DataType::Float32));
+  check_close(static_cast<DeviceTensor&>(*s.outputs().at(0)).download(), want, DataType::Float32, "pool reducescatter");
+  test::check_cuda(cudaStreamSynchronize(pool), "sync");
+  cudaStreamDestroy(pool);
+}
+
+TEST_CASE("a joined rank contributes zeros to the NCCL allreduces it no longer submits", "[allreduce][join]") {
+  const std::int64_t n = 100;
+  std::vector<double> in(n);
+  for (std::int64_t i = 0; i < n; ++i) in[i] = rank_value(rank(), i, ReduceOp::Sum);
+  // Every rank's communicator exists before rank 0 joins.
+  auto warm = device_tensor(DataType::Float32, {n}, in);
+  allreduce_async(warm, warm, {ReduceOp::Sum, "join.warmup"}).wait();
+  int last = -1;
+  if (rank() == 0) {
+    last = join();
+  } else {
+    std::vector<TensorPtr> tensors;
+    for (int t = 0; t < 3; ++t) tensors.push_back(device_tensor(DataType::Float32, {n}, in));
+    // One tensor alone in its response, then two fused: the joined rank must issue the same
+    // NCCL call as the others in both cases.
+    allreduce_async(tensors[0], tensors[0], {ReduceOp::Sum, "join.single"}).wait();
+    grouped_allreduce_async({tensors[1], tensors[2]}, {tensors[1], tensors[2]}, {ReduceOp::Sum, "join.fused"}).wait();
+    std::vector<double> want(n);
+    for (std::int64_t i = 0; i < n; ++i)
+      want[i] = test::reduced_over_ranks(ReduceOp::Sum, i, DataType::Float32, size()) - rank_value(0, i, ReduceOp::Sum);
+    for (auto& t : tensors) check_close(static_cast<DeviceTensor&>(*t).download(), want, DataType::Float32, "join");
+    last = join();
+  }
+  REQUIRE(last >= 0);
+  REQUIRE(last < size());
+  if (size() > 1) REQUIRE(last != 0);  // rank 0 joined first
+}
+
+TEST_CASE("ranks that disagree on a GPU tensor's dtype all get the same error", "[errors]") {
+  const DataType dtype = rank() == 0 ? DataType::Float32 : DataType::Float64;
+  auto t = device_tensor(dtype, {8}, std::vector<double>(8, 1.0));
+  if (size() == 1) {
+    allreduce_async(t, t, {ReduceOp::Sum, "errors.dtype"}).wait();
+    return;
+  }
+  try {
+    allreduce_async(t, t, {ReduceOp::Sum, "errors.dtype"}).wait();
+    FAIL("a dtype mismatch reduced");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    REQUIRE(message.find("errors.dtype") != std::string::npos);
+    REQUIRE(message.find("float64") != std::string::npos);
+  }
+  // The runtime and the communicator are still usable.
+  auto ok = device_tensor(DataType::Float32, {4}, std::vector<double>(4, 1.0));
+  allreduce_async(ok, ok, {ReduceOp::Sum, "errors.after"}).wait();
+  check_close(ok->download(), std::vector<double>(4, size()), DataType::Float32, "after the error");
+}
+
+TEST_CASE("a tensor on another device than the communicators' fails on every rank", "[errors]") {
+  if (test::cuda_device_count() < 2) {
+    SUCCEED("needs two devices per process");
+    return;
+  }
+  int current = 0;
+  test::check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+  const int other = (current + 1) % test::cuda_device_count();
+  test::check_cuda(cudaSetDevice(other), "cudaSetDevice");
+  auto t = device_tensor(DataType::Float32, {8}, std::vector<double>(8, 1.0));
+  test::check_cuda(cudaSetDevice(current), "cudaSetDevice");
+  try {
+    allreduce_async(t, t, {ReduceOp::Sum, "errors.device"}).wait();
+    FAIL("a tensor of another device reduced");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    REQUIRE(message.find("errors.device") != std::string::npos);
+    REQUIRE(message.find("device " + std::to_string(other)) != std::string::npos);
+  }
 }
 
 int main(int argc, char** argv) {

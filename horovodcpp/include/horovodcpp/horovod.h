@@ -54,6 +54,11 @@ class Tensor {
   virtual const TensorShape& shape() const = 0;
   virtual void* data() = 0;
   virtual int device() const = 0;  // kCpuDevice or a CUDA ordinal
+  // For a device tensor that an OutputAllocator took from a stream-ordered allocator (PyTorch's
+  // caching allocator, cudaMallocAsync): an event recorded on the allocating stream after the
+  // allocation. Until it completes, work already enqueued on that stream may still use the
+  // memory; the NCCL backend makes its stream wait for it before writing. Null otherwise.
+  virtual ReadyEventPtr allocation_event() const { return nullptr; }
   std::int64_t num_elements() const { return hvd::num_elements(shape()); }
   std::int64_t size_bytes() const { return num_elements() * dtype_size(dtype()); }
 };

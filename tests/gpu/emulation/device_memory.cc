@@ -163,7 +163,10 @@ cudaError_t DeviceMemory::allocate_async(void** ptr, std::size_t bytes, int devi
     if (block.state != State::Pooled || block.device != device || block.capacity < bytes) continue;
     const bool same_stream = block.pool_stream == stream;
     if (!same_stream && !block.free_reached) continue;
-    if (chosen == nullptr || (same_stream && chosen->pool_stream != stream) || block.capacity < chosen->capacity) {
+    // Same-stream blocks first, then the smallest that fits.
+    const bool chosen_same = chosen != nullptr && chosen->pool_stream == stream;
+    if (chosen == nullptr || (same_stream && !chosen_same) ||
+        (same_stream == chosen_same && block.capacity < chosen->capacity)) {
       chosen = &block;
       chosen_base = base;
     }

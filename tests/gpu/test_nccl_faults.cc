@@ -1,0 +1,234 @@
+// Failures on the NCCL path, injected through the emulated CUDA runtime and NCCL (emulated only:
+// tests/gpu/emulation/emulation_control.h). Each tag is its own ctest run, since some leave the
+// GPU path failed for the rest of the process:
+//   [async]     an asynchronous NCCL error on one rank fails the operation on every rank, and the
+//               later ones, instead of leaving the peers waiting forever;
+//   [init]      a rank that never reaches a communicator's creation fails it on every rank within
+//               HOROVOD_START_TIMEOUT; the next operation creates it again and works;
+//   [enqueue]   an operation that fails after part of it could have been enqueued never lets the
+//               stream write memory the caller got back; a kernel that fails before the collective
+//               fails every rank (the communicators are aborted), one after it only its own rank;
+//   [arguments] host memory behind a device tensor is refused by NCCL on every rank;
+//   [shutdown]  hvd::shutdown() is bounded when a peer never finalizes its communicators.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "emulation_control.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace hvd;
+using hvd::test::DeviceTensor;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool g_time_shutdown = false;
+
+test::DeviceTensorPtr device_values(std::int64_t n, double factor) {
+  std::vector<double> values(n);
+  for (std::int64_t i = 0; i < n; ++i) values[i] = factor * (i % 7 + 1);
+  auto t = DeviceTensor::allocate(DataType::Float32, {n});
+  t->upload(values);
+  return t;
+}
+
+// Sum over ranks of (r + 1) * (i % 7 + 1).
+std::vector<double> summed(std::int64_t n) {
+  std::vector<double> want(n);
+  for (std::int64_t i = 0; i < n; ++i) want[i] = size() * (size() + 1) / 2.0 * (i % 7 + 1);
+  return want;
+}
+
+void warm_up() {
+  auto t = device_values(16, rank() + 1);
+  allreduce_async(t, t, {ReduceOp::Sum, "warmup"}).wait();
+  REQUIRE(t->download() == summed(16));
+}
+
+// The message of the error `handle` completes with; fails the test when it succeeds.
+std::string error_of(Handle handle) {
+  try {
+    handle.wait();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("the operation succeeded on rank " << rank());
+  return {};
+}
+
+// A tensor that claims a device but whose bytes are host memory (a broken adapter).
+class HostBytesOnDevice final : public Tensor {
+ public:
+  explicit HostBytesOnDevice(std::int64_t n) : shape_{n}, bytes_(n * 4) {}
+  DataType dtype() const override { return DataType::Float32; }
+  const TensorShape& shape() const override { return shape_; }
+  void* data() override { return bytes_.data(); }
+  int device() const override {
+    int d = 0;
+    cudaGetDevice(&d);
+    return d;
+  }
+
+ private:
+  TensorShape shape_;
+  std::vector<unsigned char> bytes_;
+};
+
+}  // namespace
+
+TEST_CASE("an asynchronous NCCL error on one rank fails the operation on every rank", "[async]") {
+  warm_up();
+  if (rank() == 0) emu::inject_async_error(1, ncclSystemError);
+  auto t = device_values(64, rank() + 1);
+  const auto start = Clock::now();
+  const std::string message = error_of(allreduce_async(t, t, {ReduceOp::Sum, "async.failed"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  REQUIRE(message.find("async.failed") != std::string::npos);
+  if (rank() == 0) {
+    REQUIRE(message.find("unhandled system error") != std::string::npos);
+  } else {
+    REQUIRE(message.find("remote process exited") != std::string::npos);
+  }
+  // Later GPU collectives fail at once, on every rank, saying why.
+  auto later = device_values(8, 1);
+  const std::string again = error_of(allreduce_async(later, later, {ReduceOp::Sum, "async.later"}));
+  INFO(again);
+  REQUIRE(again.find("aborted") != std::string::npos);
+}
+
+TEST_CASE("a rank that never reaches a communicator's creation fails it on every rank in time", "[init]") {
+  if (rank() == size() - 1) emu::stall_comm_init(1);
+  auto t = device_values(32, rank() + 1);
+  const auto start = Clock::now();
+  const std::string message = error_of(allreduce_async(t, t, {ReduceOp::Sum, "init.stalled"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(30));
+  REQUIRE(message.find("HOROVOD_START_TIMEOUT") != std::string::npos);
+  // The next operation creates the communicator again, and every rank arrives this time.
+  auto u = device_values(32, rank() + 1);
+  allreduce_async(u, u, {ReduceOp::Sum, "init.retried"}).wait();
+  REQUIRE(u->download() == summed(32));
+}
+
+// The second output allocation fails (on every rank) after the first output of the group exists;
+// the inputs are still being produced (~200 ms) when the error comes back. Whatever the failed
+// operation had enqueued must be finished before the caller gets its memory back: here the
+// caller's next tensor reuses the first output's memory from the same stream-ordered pool.
+TEST_CASE("a failed operation's stream never writes memory the caller got back", "[enqueue]") {
+  warm_up();
+  cudaStream_t pool, producer;
+  test::check_cuda(cudaStreamCreateWithFlags(&pool, cudaStreamNonBlocking), "stream");
+  test::check_cuda(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), "stream");
+  const std::int64_t n = 64 * size();
+  std::vector<TensorPtr> inputs;
+  std::vector<ReadyEventPtr> ready;
+  for (int t = 0; t < 2; ++t) {
+    auto input = DeviceTensor::allocate(DataType::Float32, {n});
+    test::check_cuda(test::launch_delayed_fill(static_cast<float*>(input->data()), n, rank() + 1.0f, 200000000LL, producer),
+                     "delayed fill");
+    ready.push_back(std::make_shared<test::CudaReadyEvent>(producer));
+    inputs.push_back(input);
+  }
+  int calls = 0;
+  OutputAllocator second_fails = [&](DataType dtype, const TensorShape& shape) -> TensorPtr {
+    if (++calls == 2) throw Error("no memory for the second output (injected by the test)");
+    return DeviceTensor::allocate_on(pool, dtype, shape);
+  };
+  {
+    const std::string message =
+        error_of(grouped_reducescatter_async(inputs, second_fails, {ReduceOp::Sum, "enqueue.scatter"}, ready));
+    INFO(message);
+    REQUIRE(message.find("second output") != std::string::npos);
+  }  // the handle, and the first output with it, are gone: its memory is back in the pool
+  auto mine = DeviceTensor::allocate_on(pool, DataType::Float32, {n / size()});
+  std::vector<double> values(static_cast<std::size_t>(n / size()), 42.0);
+  mine->upload(values);
+  test::check_cuda(cudaStreamSynchronize(producer), "producer");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // anything still queued has run
+  REQUIRE(mine->download() == values);
+  // The job goes on.
+  Handle ok = grouped_reducescatter_async(inputs, test::device_allocator(), {ReduceOp::Sum, "enqueue.after"});
+  ok.wait();
+  std::vector<double> want;
+  const double ranks = size() * (size() + 1) / 2.0;
+  for (std::int64_t i = rank() * 64; i < (rank() + 1) * 64; ++i) want.push_back(ranks * (i + 1));
+  REQUIRE(static_cast<DeviceTensor&>(*ok.outputs().at(0)).download() == want);
+  cudaStreamDestroy(producer);
+  cudaStreamDestroy(pool);
+}
+
+TEST_CASE("a kernel that fails after the collective fails only its own rank's operation", "[enqueue]") {
+  warm_up();
+  // Copy in (launch 1), allreduce, copy out (launch 2): the copy out fails on rank 0.
+  if (rank() == 0) emu::fail_kernel_launch(2, cudaErrorLaunchOutOfResources);
+  std::vector<TensorPtr> tensors = {device_values(10, rank() + 1), device_values(20, rank() + 1)};
+  Handle h = grouped_allreduce_async(tensors, tensors, {ReduceOp::Sum, "enqueue.local"});
+  if (rank() == 0) {
+    const std::string message = error_of(h);
+    INFO(message);
+    REQUIRE(message.find("cudaErrorLaunchOutOfResources") != std::string::npos);
+  } else {
+    h.wait();
+    REQUIRE(static_cast<DeviceTensor&>(*tensors[1]).download() == summed(20));
+  }
+  // The communicator is intact: the next fused allreduce is right everywhere.
+  std::vector<TensorPtr> next = {device_values(10, rank() + 1), device_values(20, rank() + 1)};
+  grouped_allreduce_async(next, next, {ReduceOp::Sum, "enqueue.next"}).wait();
+  REQUIRE(static_cast<DeviceTensor&>(*next[0]).download() == summed(10));
+  REQUIRE(static_cast<DeviceTensor&>(*next[1]).download() == summed(20));
+}
+
+// The copy into the fusion buffer fails on rank 0: the peers' allreduce would wait for rank 0
+// forever. Rank 0 aborts its communicators, so every rank fails (the emulation, like NCCL over a
+// network, reports a peer's abort as ncclRemoteError; see docs/gpu.md for a GPU's shared memory).
+TEST_CASE("a kernel that fails before the collective fails the operation on every rank", "[enqueue-abort]") {
+  warm_up();
+  if (rank() == 0) emu::fail_kernel_launch(1, cudaErrorLaunchOutOfResources);
+  std::vector<TensorPtr> tensors = {device_values(10, rank() + 1), device_values(20, rank() + 1)};
+  const auto start = Clock::now();
+  const std::string message = error_of(grouped_allreduce_async(tensors, tensors, {ReduceOp::Sum, "enqueue.shared"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  REQUIRE(message.find("enqueue.shared") != std::string::npos);
+  REQUIRE(message.find(rank() == 0 ? "cudaErrorLaunchOutOfResources" : "remote process exited") != std::string::npos);
+  auto later = device_values(8, 1);
+  const std::string again = error_of(allreduce_async(later, later, {ReduceOp::Sum, "enqueue.later"}));
+  INFO(again);
+  REQUIRE(again.find("aborted") != std::string::npos);
+}
+
+TEST_CASE("host memory behind a device tensor is refused on every rank", "[arguments]") {
+  warm_up();
+  auto bad = std::make_shared<HostBytesOnDevice>(16);
+  const std::string message = error_of(allreduce_async(bad, bad, {ReduceOp::Sum, "arguments.host"}));
+  INFO(message);
+  REQUIRE(message.find("arguments.host") != std::string::npos);
+  REQUIRE(message.find("invalid argument") != std::string::npos);
+  REQUIRE(message.find("host memory") != std::string::npos);
+}
+
+TEST_CASE("shutdown is bounded when a peer never finalizes its communicators", "[shutdown]") {
+  warm_up();
+  if (rank() == size() - 1) emu::stall_finalize();
+  g_time_shutdown = true;  // main() times hvd::shutdown()
+}
+
+int main(int argc, char** argv) {
+  init();
+  test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
+  const int failed = Catch::Session().run(argc, argv);
+  const int me = rank();
+  const auto start = Clock::now();
+  shutdown();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (g_time_shutdown) {
+    std::printf("rank %d: hvd::shutdown() took %.1f s\n", me, seconds);
+    if (seconds > 20) return 1;
+  }
+  return failed == 0 ? 0 : 1;
+}
