@@ -22,8 +22,8 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   const char* backend() const override { return "MPI"; }
 
   bool enabled(const Response&, const std::vector<TensorTableEntry>& entries, const Communicator& group) const override {
-    const bool host = entries.empty() || entries.front().device == kCpuDevice ||
-                      context_.settings.gpu_operations == "mpi";
+    // Host memory only (device tensors are staged by the NCCL backend: see mpi_ops.cc).
+    const bool host = entries.empty() || entries.front().device == kCpuDevice;
     // Node-local and cross-node groups exist for the world only: process sets reduce flat.
     const bool world_group = group.id() == 0;
     return host && world_group && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&

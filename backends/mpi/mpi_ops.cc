@@ -60,9 +60,10 @@ class MpiOp : public CollectiveOp {
  public:
   MpiOp(MpiWorld& world, OpContext& context) : world_(world), context_(context) {}
   const char* backend() const override { return "MPI"; }
-  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
-    // Device tensors only with a CUDA-aware MPI, which the user asks for explicitly.
-    return entries.empty() || entries.front().device == kCpuDevice || context_.settings.gpu_operations == "mpi";
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
+    // Host memory only: these ops pack, scale and copy with host code. Device tensors under
+    // HOROVOD_GPU_OPERATIONS=mpi are staged through host memory by the NCCL backend's staging op.
+    return (entries.empty() ? response.device : entries.front().device) == kCpuDevice;
   }
 
  protected:

@@ -23,6 +23,10 @@ class NcclBackend final : public Backend {
     registry.add(ResponseType::Broadcast, make_nccl_broadcast(*context_));
     registry.add(ResponseType::Alltoall, make_nccl_alltoall(*context_));
     registry.add(ResponseType::Reducescatter, make_nccl_reducescatter(*context_));
+    // HOROVOD_GPU_OPERATIONS=mpi: device tensors staged through host memory for the MPI ops.
+    for (ResponseType type : {ResponseType::Allreduce, ResponseType::Allgather, ResponseType::Broadcast,
+                              ResponseType::Alltoall, ResponseType::Reducescatter})
+      registry.add(type, make_staged_mpi_op(registry, context));
   }
 
   void shutdown() override {

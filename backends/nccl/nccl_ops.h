@@ -12,6 +12,10 @@
 #include "core/collective_op.h"
 
 namespace hvd::detail {
+class OpRegistry;
+}
+
+namespace hvd::detail {
 
 // Common part of every NCCL op: the backend name, device-tensor eligibility, the lock on the
 // communicators, and turning a failure of the plan into Status::error naming the op and tensors
@@ -57,6 +61,9 @@ std::unique_ptr<CollectiveOp> make_nccl_allgather(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_broadcast(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_alltoall(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_reducescatter(NcclContext& nccl);
+// HOROVOD_GPU_OPERATIONS=mpi: any collective on device tensors, staged through host memory for
+// the MPI op `registry` has for host tensors (nccl_staged_mpi_ops.cc).
+std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context);
 
 }  // namespace hvd::detail
 

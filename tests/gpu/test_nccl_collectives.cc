@@ -379,7 +379,7 @@ TEST_CASE("ranks that disagree on a GPU tensor's dtype all get the same error", 
   check_close(ok->download(), std::vector<double>(4, size()), DataType::Float32, "after the error");
 }
 
-TEST_CASE("a tensor on another device than the communicators' fails on every rank", "[errors]") {
+TEST_CASE("a tensor on another device than the communicators' fails on every rank", "[errors][nccl]") {
   if (test::cuda_device_count() < 2) {
     SUCCEED("needs two devices per process");
     return;

@@ -1,0 +1,123 @@
+// HOROVOD_GPU_OPERATIONS=mpi: device tensors through the MPI ops, staged in host memory. The MPI
+// ops work on host memory only (they pack, scale and copy with host code), and need no
+// CUDA-aware MPI this way. One op per collective, registered by the NCCL backend (it has the CUDA
+// runtime) under the backend name "MPI": it waits on the host for the inputs' ready events, copies
+// them to host tensors, runs the MPI op the registry picks for host tensors, and copies the
+// results to the device outputs (waiting for their allocation events first). Synchronous on the
+// background thread: the slow path, for when NCCL cannot be used.
+#include <chrono>
+#include <thread>
+
+#include "backends/nccl/nccl_errors.h"
+#include "backends/nccl/nccl_ops.h"
+#include "core/op_registry.h"
+#include "timeline/timeline.h"
+
+namespace hvd::detail {
+namespace {
+
+void wait_on_host(const ReadyEventPtr& event) {
+  if (!event) return;
+  if (auto cuda = static_cast<cudaEvent_t>(event->cuda_event()); cuda != nullptr) {
+    check_cuda(cudaEventSynchronize(cuda), "waiting for a device tensor's event");
+    return;
+  }
+  while (!event->ready()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+class StagedMpiOp final : public CollectiveOp {
+ public:
+  StagedMpiOp(const OpRegistry& registry, OpContext& context) : registry_(registry), context_(context) {}
+  const char* backend() const override { return "MPI"; }
+
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
+    return (entries.empty() ? response.device : entries.front().device) != kCpuDevice;
+  }
+
+  Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
+    try {
+      return stage(entries, response, group);
+    } catch (const std::exception& e) {
+      return Status::error(std::string("staging device tensors through host memory for MPI: ") + e.what());
+    }
+  }
+
+ private:
+  Status stage(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) {
+    int device = -1;
+    for (const auto& e : entries)
+      if (e.input && e.input->device() != kCpuDevice) device = e.input->device();
+    if (device >= 0) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+
+    std::vector<TensorTableEntry> host(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) host[i] = to_host(entries[i]);
+    Response host_response = response;
+    host_response.device = kCpuDevice;
+    std::string why;
+    CollectiveOp* op = registry_.select(host_response, host, group, "mpi", "", &why);
+    if (op == nullptr) return Status::error(why);
+    Status status = op->execute(host, host_response, group);
+    if (!status.is_ok()) return status;  // the device tensors are untouched
+
+    for (std::size_t i = 0; i < entries.size(); ++i) to_device(entries[i], host[i], device);
+    return Status::ok();
+  }
+
+  // A host twin of the entry: its input copied once ready, an output where the op writes one.
+  TensorTableEntry to_host(TensorTableEntry& e) {
+    TensorTableEntry h;
+    h.name = e.name;
+    h.type = e.type;
+    h.root = e.root;
+    h.reduce_op = e.reduce_op;
+    h.prescale_factor = e.prescale_factor;
+    h.postscale_factor = e.postscale_factor;
+    h.splits = e.splits;
+    h.process_set_id = e.process_set_id;
+    h.device = kCpuDevice;
+    if (!e.input || e.input->device() == kCpuDevice) {  // a joined rank's stand-in
+      h.input = e.input;
+      h.output = e.output;
+      return h;
+    }
+    wait_on_host(e.ready);
+    context_.timeline.activity_start(e.name, "MEMCPY_DEVICE_TO_HOST");
+    auto input = HostTensor::allocate(e.input->dtype(), e.input->shape());
+    check_cuda(cudaMemcpy(input->data(), e.input->data(), static_cast<std::size_t>(e.input->size_bytes()),
+                          cudaMemcpyDeviceToHost),
+               "copying a device tensor to host memory");
+    context_.timeline.activity_end(e.name);
+    h.input = input;
+    if (e.output && e.output != e.input) {
+      h.output = HostTensor::allocate(e.output->dtype(), e.output->shape());
+    } else if (e.output) {
+      h.output = h.input;  // in place
+    }  // else: the op allocates it (host memory: no allocator)
+    return h;
+  }
+
+  void to_device(TensorTableEntry& e, const TensorTableEntry& h, int device) {
+    if (!e.input || e.input->device() == kCpuDevice) return;  // a stand-in's result is discarded
+    if (!e.output) {
+      allocate_device_output(e, h.output->dtype(), h.output->shape(), device);
+      wait_on_host(e.output->allocation_event());
+    }
+    e.received_splits = h.received_splits;
+    context_.timeline.activity_start(e.name, "MEMCPY_HOST_TO_DEVICE");
+    check_cuda(cudaMemcpy(e.output->data(), h.output->data(), static_cast<std::size_t>(h.output->size_bytes()),
+                          cudaMemcpyHostToDevice),
+               "copying a result to device memory");
+    context_.timeline.activity_end(e.name);
+  }
+
+  const OpRegistry& registry_;
+  OpContext& context_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context) {
+  return std::make_unique<StagedMpiOp>(registry, context);
+}
+
+}  // namespace hvd::detail
