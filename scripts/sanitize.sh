@@ -3,7 +3,9 @@
 # (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches) and the
 # codec fuzz test, under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), then the
 # unit tests and the np=2 tests that exercise the core's threads under ThreadSanitizer
-# (build-tsan). No LibTorch, no CUDA, no examples. Any sanitizer report fails the run;
+# (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
+# runtime and NCCL at np=2 (its stream, finalizer and background threads; the emulation's stream
+# threads). No LibTorch, no GPU, no examples. Any sanitizer report fails the run;
 # suppressions (scripts/sanitizers/) cover only frames inside Open MPI and its libraries.
 #   scripts/sanitize.sh [asan|tsan]...   (default: both); FUZZ_SECONDS (default 60)
 set -euo pipefail
@@ -30,11 +32,19 @@ run_asan() {
     ctest --test-dir "$b" --output-on-failure -R "$asan_tests"
 }
 
+# The NCCL backend on the emulated CUDA runtime and NCCL (headers from /usr/local/cuda; no nvcc
+# build, no GPU): built into the TSan stage when the toolkit is here.
+emulated_targets=(test_emulated_cuda_nccl test_nccl_collectives_emulated test_nccl_faults_emulated)
+emulated_tests='|test_emulated_cuda_nccl_np2|test_nccl_collectives_emulated_np2|test_nccl_faults_[a-z_]*_emulated_np2'
+
 run_tsan() {
-  local b=${TSAN_BUILD_DIR:-build-tsan}
-  cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=thread >/dev/null
+  local b=${TSAN_BUILD_DIR:-build-tsan} cuda=OFF targets=() tests=$tsan_tests
+  if [ -f /usr/local/cuda/include/cuda_runtime.h ] && [ -f /usr/local/cuda/include/nccl.h ]; then
+    cuda=ON targets=("${emulated_targets[@]}") tests="${tsan_tests%)\$}${emulated_tests})\$"
+  fi
+  cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=thread -DHVD_WITH_CUDA=$cuda >/dev/null
   cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_mpi_collectives hvd_mpi_lifecycle \
-    hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank
+    hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank "${targets[@]}"
   # Data races are all reported (suppressed only inside Open MPI, tsan.supp). Lock-misuse reports
   # are off: Open MPI's uninstrumented libevent, BTL and PMIx components take and destroy their
   # locks in ways TSan reports as double locks, lock-order inversions and destroyed locked
@@ -42,7 +52,7 @@ run_tsan() {
   # frames (they have no symbols). horovodcpp's own locks are all scoped std::lock_guard /
   # unique_lock, which cannot double-lock or leak a held lock.
   TSAN_OPTIONS="halt_on_error=1:report_mutex_bugs=0:detect_deadlocks=0:report_destroy_locked=0:suppressions=$root/scripts/sanitizers/tsan.supp" \
-    ctest --test-dir "$b" --output-on-failure -R "$tsan_tests"
+    ctest --test-dir "$b" --output-on-failure -R "$tests"
 }
 
 for which in "${@:-asan tsan}"; do
