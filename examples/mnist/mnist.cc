@@ -37,12 +37,13 @@ struct Args {
   std::uint64_t seed = 42;
   int threads = 0;             // intra-op threads per rank; 0: cores / local ranks
   double min_accuracy = -1.0;  // exit 1 if the final test accuracy is lower
+  std::string device = "cpu";  // or "cuda": each rank trains on GPU local_rank % devices
 };
 
 void usage() {
   std::cout << "usage: mnist [--data DIR] [--epochs N] [--batch-size B] [--lr LR] [--momentum M] [--fp16]\n"
                "             [--checkpoint PATH|''] [--resume PATH] [--log-interval N] [--seed S]\n"
-               "             [--threads T] [--min-accuracy FRACTION]\n";
+               "             [--threads T] [--min-accuracy FRACTION] [--device cpu|cuda]\n";
 }
 
 Args parse_args(int argc, char** argv) {
@@ -65,11 +66,13 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--seed") a.seed = std::stoull(value());
     else if (flag == "--threads") a.threads = std::stoi(value());
     else if (flag == "--min-accuracy") a.min_accuracy = std::stod(value());
+    else if (flag == "--device") a.device = value();
     else if (flag == "-h" || flag == "--help") { usage(); std::exit(0); }
     else throw std::runtime_error("unknown argument " + flag);
   }
   if (a.epochs < 1 || a.batch_size < 1 || a.lr <= 0 || a.log_interval < 1)
     throw std::runtime_error("--epochs, --batch-size, --lr and --log-interval must be positive");
+  if (a.device != "cpu" && a.device != "cuda") throw std::runtime_error("--device must be cpu or cuda, not " + a.device);
   return a;
 }
 
@@ -122,10 +125,11 @@ void save_checkpoint(const std::string& path, Net& model, ht::DistributedOptimiz
     throw std::runtime_error("cannot rename " + path + ".tmp to " + path);
 }
 
-// Rank 0 only: loads model and optimizer state; returns the last finished epoch.
-std::int64_t load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& optimizer) {
+// Rank 0 only: loads model and optimizer state onto `device`; returns the last finished epoch.
+std::int64_t load_checkpoint(const std::string& path, Net& model, torch::optim::Optimizer& optimizer,
+                             torch::Device device) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path);
+  archive.load_from(path, device);
   torch::serialize::InputArchive model_archive, optimizer_archive;
   archive.read("model", model_archive);
   model->load(model_archive);
@@ -141,7 +145,7 @@ std::int64_t load_checkpoint(const std::string& path, Net& model, torch::optim::
 
 template <class Loader>
 void train_epoch(Net& model, ht::DistributedOptimizer& opt, Loader& loader, int epoch, std::size_t shard,
-                 const Args& args) {
+                 const Args& args, torch::Device device) {
   model->train();
   const int size = hvd::size();
   auto start = Clock::now();
@@ -149,7 +153,7 @@ void train_epoch(Net& model, ht::DistributedOptimizer& opt, Loader& loader, int 
   std::size_t seen = 0, window_images = 0, batch_index = 0;
   for (auto& batch : *loader) {
     opt.zero_grad();
-    torch::Tensor loss = torch::nll_loss(model->forward(batch.data), batch.target);
+    torch::Tensor loss = torch::nll_loss(model->forward(batch.data.to(device)), batch.target.to(device));
     loss.backward();  // HVD: gradient allreduces start here, layer by layer
     opt.step();       // HVD: waits for them, then SGD
     seen += batch.data.size(0);
@@ -167,7 +171,7 @@ void train_epoch(Net& model, ht::DistributedOptimizer& opt, Loader& loader, int 
 }
 
 // Accuracy over the whole test set: each rank scores its shard, the sums are reduced.
-double test(Net& model, mnist::IdxDataset& dataset) {
+double test(Net& model, mnist::IdxDataset& dataset, torch::Device device) {
   torch::NoGradGuard no_grad;
   model->eval();
   torch::data::samplers::DistributedSequentialSampler sampler(*dataset.size(), hvd::size(), hvd::rank(), false);
@@ -175,9 +179,10 @@ double test(Net& model, mnist::IdxDataset& dataset) {
                                               torch::data::DataLoaderOptions(500));
   auto totals = torch::zeros({3}, torch::kFloat64);  // loss sum, correct, count
   for (auto& batch : *loader) {
-    auto output = model->forward(batch.data);
-    totals[0] += torch::nll_loss(output, batch.target, {}, at::Reduction::Sum).item<double>();
-    totals[1] += output.argmax(1).eq(batch.target).sum().item<double>();
+    auto output = model->forward(batch.data.to(device));
+    const auto target = batch.target.to(device);
+    totals[0] += torch::nll_loss(output, target, {}, at::Reduction::Sum).item<double>();
+    totals[1] += output.argmax(1).eq(target).sum().item<double>();
     totals[2] += batch.data.size(0);
   }
   ht::allreduce_(totals, {hvd::ReduceOp::Sum, "test.totals"});  // HVD
@@ -197,14 +202,20 @@ int run(const Args& args) {
   torch::manual_seed(args.seed + rank);  // dropout and shuffles differ; weights come from rank 0
 
   mnist::IdxDataset train_set(args.data, "train"), test_set(args.data, "t10k");
+  torch::Device device(torch::kCPU);
+  if (args.device == "cuda") {
+    if (!torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+    device = torch::Device(torch::kCUDA, hvd::local_rank() % static_cast<int>(torch::cuda::device_count()));
+  }
   Net model;
+  model->to(device);  // before the optimizer takes the parameters
   // HVD: scale the learning rate by the number of ranks (the global batch grows with it).
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(args.lr * size).momentum(args.momentum));
   std::int64_t finished = 0;
   std::string resume_error;
   if (!args.resume.empty() && rank == 0) {
     try {
-      finished = load_checkpoint(args.resume, model, sgd);
+      finished = load_checkpoint(args.resume, model, sgd, device);
     } catch (const std::exception& e) {
       resume_error = "cannot resume from " + args.resume + ": " + message_of(e);
     }
@@ -220,8 +231,9 @@ int run(const Args& args) {
   ht::broadcast_optimizer_state(opt, 0);                                             // HVD
   for (auto& group : opt.param_groups()) group.options().set_lr(args.lr * size);  // also after a resume
   if (rank == 0)
-    std::printf("mnist: %d rank(s), %zu training / %zu test digits, batch %lld per rank, lr %.4g\n", size,
-                *train_set.size(), *test_set.size(), static_cast<long long>(args.batch_size), args.lr * size);
+    std::printf("mnist: %d rank(s) on %s, %zu training / %zu test digits, batch %lld per rank, lr %.4g\n", size,
+                device.str().c_str(), *train_set.size(), *test_set.size(), static_cast<long long>(args.batch_size),
+                args.lr * size);
 
   double accuracy = 0;
   for (int epoch = static_cast<int>(finished) + 1; epoch <= args.epochs; ++epoch) {
@@ -232,11 +244,11 @@ int run(const Args& args) {
     const std::size_t shard = (*train_set.size() + size - 1) / size;  // with duplicates: ceil
     auto loader = torch::data::make_data_loader(train_set.map(torch::data::transforms::Stack<>()), sampler,
                                                 torch::data::DataLoaderOptions(args.batch_size));
-    train_epoch(model, opt, loader, epoch, shard, args);
-    accuracy = test(model, test_set);
+    train_epoch(model, opt, loader, epoch, shard, args, device);
+    accuracy = test(model, test_set, device);
     if (rank == 0 && !args.checkpoint.empty()) save_checkpoint(args.checkpoint, model, opt, epoch, args.lr);
   }
-  if (finished >= args.epochs) accuracy = test(model, test_set);
+  if (finished >= args.epochs) accuracy = test(model, test_set, device);
   if (args.min_accuracy >= 0 && accuracy < args.min_accuracy) {
     if (rank == 0) std::printf("test accuracy %.4f is below --min-accuracy %.4f\n", accuracy, args.min_accuracy);
     return 1;

@@ -11,6 +11,8 @@
 #endif
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -88,6 +90,22 @@ State* param_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
   }
   auto it = map.find(key);
   return it == map.end() ? nullptr : static_cast<State*>(it->second.get());
+}
+
+// Whether a [cuda] case runs here: with a CUDA device LibTorch can use and the NCCL backend. On
+// a machine with a GPU (/dev/nvidia0, or HVD_TEST_EXPECT_CUDA=1 as scripts/gpu-check.sh sets)
+// anything less fails the case instead of skipping it: a CPU-only LibTorch or a build without NCCL
+// there must not pass as a GPU run.
+inline bool cuda_case_runs() {
+  const bool torch_cuda = torch::cuda::is_available();
+  if (torch_cuda && hvd::nccl_built()) return true;
+  const char* expect = std::getenv("HVD_TEST_EXPECT_CUDA");
+  const bool gpu_here = (expect != nullptr && std::string(expect) == "1") || std::filesystem::exists("/dev/nvidia0");
+  if (gpu_here) {
+    FAIL((torch_cuda ? "horovodcpp was built without the NCCL backend"
+                     : "a CUDA device is present but this LibTorch sees none (a LibTorch without CUDA?)"));
+  }
+  return false;
 }
 
 }  // namespace hvd_test
