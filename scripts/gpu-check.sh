@@ -159,7 +159,7 @@ step_tests() {
   local log=$1 rc=0
   run "$log" 120 ctest --test-dir "$build" -R '^(test_nccl_collectives_np1|gpu_link_one_cuda_runtime)$' \
     --output-on-failure || rc=1
-  grep -q "SKIPPED" "$log" && { echo "FAIL: a GPU test skipped itself on a GPU machine" >> "$log"; rc=1; }
+  grep -qE "SKIPPED|\*\*\*Skipped" "$log" && { echo "FAIL: a GPU test skipped itself on a GPU machine" >> "$log"; rc=1; }
   run "$log" 200 env HVD_TEST_EXPECT_CUDA=1 OMP_NUM_THREADS=4 mpirun "${mpirun_flags[@]}" -np 1 \
     "$build/tests/torch/test_torch" "[cuda]" || rc=1
   return $rc
