@@ -45,7 +45,8 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  Reader(const std::uint8_t* data, std::size_t size, std::size_t pos = 0) : data_(data), size_(size), pos_(pos) {}
+  std::size_t position() const { return pos_; }
   template <class T>
   T pod(const char* what) {
     need(sizeof(T), what);
@@ -70,34 +71,50 @@ class Reader {
     return n;
   }
   std::string str(const char* what) {
-    auto n = count(1, what);
-    std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
-    pos_ += n;
+    std::string s;
+    str_into(&s, what);
     return s;
   }
+  void str_into(std::string* s, const char* what) {
+    auto n = count(1, what);
+    s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+  }
   std::vector<std::int64_t> ints(const char* what) {
-    auto n = count(sizeof(std::int64_t), what);
-    std::vector<std::int64_t> v(n);
-    for (auto& x : v) x = pod<std::int64_t>(what);
+    std::vector<std::int64_t> v;
+    ints_into(&v, what);
     return v;
+  }
+  void ints_into(std::vector<std::int64_t>* v, const char* what) {
+    auto n = count(sizeof(std::int64_t), what);
+    v->resize(n);
+    for (auto& x : *v) x = pod<std::int64_t>(what);
   }
   // Sizes: no dimension or row count may be negative (they index and size buffers).
   std::vector<std::int64_t> sizes(const char* what) {
-    auto v = ints(what);
-    for (auto x : v)
-      if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
+    std::vector<std::int64_t> v;
+    sizes_into(&v, what);
     return v;
+  }
+  void sizes_into(std::vector<std::int64_t>* v, const char* what) {
+    ints_into(v, what);
+    for (auto x : *v)
+      if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
   }
   // A tensor shape: sizes whose element count times the widest dtype (8 bytes) fits in int64,
   // so num_elements() and byte counts computed from it cannot overflow.
   std::vector<std::int64_t> shape(const char* what) {
-    auto v = sizes(what);
-    std::int64_t bytes = 8;
-    for (auto d : v)
-      if (__builtin_mul_overflow(bytes, d, &bytes))
-        throw CodecError(std::string("corrupt message: ") + what + " " + shape_string(v) +
-                         " has more elements than fit in 64 bits");
+    std::vector<std::int64_t> v;
+    shape_into(&v, what);
     return v;
+  }
+  void shape_into(std::vector<std::int64_t>* v, const char* what) {
+    sizes_into(v, what);
+    std::int64_t bytes = 8;
+    for (auto d : *v)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        throw CodecError(std::string("corrupt message: ") + what + " " + shape_string(*v) +
+                         " has more elements than fit in 64 bits");
   }
   std::pair<bool, std::uint32_t> header(std::uint8_t kind) {
     need(4, "magic");
@@ -172,32 +189,48 @@ std::vector<std::uint8_t> encode(const ResponseList& list) {
   return w.take();
 }
 
-RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
+RequestListReader::RequestListReader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {
   Reader rd(data, size);
-  RequestList list;
   auto [shutdown, n] = rd.header(kRequestKind);
-  list.shutdown = shutdown;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    Request r;
-    r.rank = rd.pod<std::int32_t>("rank");
-    r.type = rd.enumeration(last_request_type(), "request type");
-    r.name = rd.str("name");
-    r.dtype = rd.enumeration(DataType::Float64, "dtype");
-    r.shape = rd.shape("shape");
-    r.device = rd.pod<std::int32_t>("device");
-    r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
-    r.prescale_factor = rd.pod<double>("prescale factor");
-    r.postscale_factor = rd.pod<double>("postscale factor");
-    r.root = rd.pod<std::int32_t>("root");
-    r.group = rd.str("group");
-    r.group_size = rd.pod<std::int32_t>("group size");
-    r.waited_seconds = rd.pod<double>("waited seconds");
-    if (!(r.waited_seconds >= 0 && r.waited_seconds < 1e9))  // also refuses NaN
-      throw CodecError("corrupt message: waited seconds " + std::to_string(r.waited_seconds));
-    r.process_set_id = rd.pod<std::int32_t>("process set id");
-    list.requests.push_back(std::move(r));
+  shutdown_ = shutdown;
+  left_ = n;
+  pos_ = rd.position();
+}
+
+bool RequestListReader::next(Request* r) {
+  Reader rd(data_, size_, pos_);
+  if (left_ == 0) {
+    rd.finish();
+    return false;
   }
-  rd.finish();
+  r->rank = rd.pod<std::int32_t>("rank");
+  r->type = rd.enumeration(last_request_type(), "request type");
+  rd.str_into(&r->name, "name");
+  r->dtype = rd.enumeration(DataType::Float64, "dtype");
+  rd.shape_into(&r->shape, "shape");
+  r->device = rd.pod<std::int32_t>("device");
+  r->reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
+  r->prescale_factor = rd.pod<double>("prescale factor");
+  r->postscale_factor = rd.pod<double>("postscale factor");
+  r->root = rd.pod<std::int32_t>("root");
+  rd.str_into(&r->group, "group");
+  r->group_size = rd.pod<std::int32_t>("group size");
+  r->waited_seconds = rd.pod<double>("waited seconds");
+  if (!(r->waited_seconds >= 0 && r->waited_seconds < 1e9))  // also refuses NaN
+    throw CodecError("corrupt message: waited seconds " + std::to_string(r->waited_seconds));
+  r->process_set_id = rd.pod<std::int32_t>("process set id");
+  r->submitted = {};
+  pos_ = rd.position();
+  --left_;
+  return true;
+}
+
+RequestList decode_request_list(const std::uint8_t* data, std::size_t size) {
+  RequestListReader reader(data, size);
+  RequestList list;
+  list.shutdown = reader.shutdown();
+  Request r;
+  while (reader.next(&r)) list.requests.push_back(std::move(r));
   return list;
 }
 

@@ -188,7 +188,7 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
   auto gathered = channel_.gather(encode(mine));
 
   std::vector<std::uint8_t> reply;
-  if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered));
+  if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered, joined_anywhere));
   reply = channel_.broadcast(reply);
   ResponseList list;
   try {

@@ -21,11 +21,13 @@
 //     either way empties the cache on every rank, and the cached requests still waiting for
 //     their bits go to the coordinator as uncached in this cycle (step 3 runs).
 //  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
-//     The coordinator adds them to its message table, checks each name for consistency across
-//     ranks (type, dtype, shape, reduce op, root, scale factors, device) and emits a response
-//     per name that every (non-joined) rank has submitted, in the order they became ready, or
-//     an Error response naming the tensor and the differing ranks and values. It broadcasts
-//     that list to every rank.
+//     The coordinator counts each name's arrivals in its message table (constant work per
+//     request: see Note [The coordinator's work is linear in ranks x tensors] in coordinator.h;
+//     the lists are read twice only while some rank has a join in flight), checks each ready
+//     name for consistency across ranks (type, dtype, shape, reduce op, root, scale factors,
+//     device) and emits a response per name that every (non-joined) rank has submitted, in the
+//     order they became ready, or an Error response naming the tensor and the differing ranks
+//     and values. It broadcasts that list to every rank.
 //  4. Every rank builds the final list: cache hits (in cache-bit order), then the coordinator's
 //     responses; puts the new responses in the cache (same order everywhere, so every cache
 //     holds the same slots); then fuses allreduces up to the fusion threshold.
@@ -84,7 +86,6 @@ class Controller {
   // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
   // result's `shutdown` is true when any rank wished it (the caller then stops after executing
   // the responses). Collective: every rank must call it once per cycle.
-  // rank has work in another process set, so the ranks must not go idle (it counts as busy).
   ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
   // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).
   bool busy() const;
@@ -106,9 +107,6 @@ class Controller {
   // the same point of the same global cycle on every member. Waiting cached requests are sent
   // as uncached in the set's next cycle.
   void apply(const TunableParameters& parameters);
-
-  // A stall shutdown happened: the message names the tensors and the missing ranks.
-  const std::string& stall_error() const { return coordinator_.stall_error(); }
 
  private:
   using Clock = std::chrono::steady_clock;

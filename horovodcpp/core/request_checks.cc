@@ -34,12 +34,18 @@ std::string trailing_dims(const TensorShape& s) {
 }  // namespace
 
 std::string check_requests(const std::vector<Request>& arrived, int size, const std::vector<int>& joined) {
-  // Compare against the lowest rank, so the message does not depend on arrival order.
-  std::vector<Request> requests = arrived;
-  std::sort(requests.begin(), requests.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
-  const Request& a = requests.front();
+  // Compare against the lowest rank, so the message does not depend on arrival order. Requests
+  // that arrived in one gather are in rank order already; sorting them would be the slow path's
+  // largest cost (Note [The coordinator's work is linear in ranks x tensors]).
+  std::vector<const Request*> requests;
+  requests.reserve(arrived.size());
+  for (const Request& r : arrived) requests.push_back(&r);
+  const auto by_rank = [](const Request* x, const Request* y) { return x->rank < y->rank; };
+  if (!std::is_sorted(requests.begin(), requests.end(), by_rank)) std::sort(requests.begin(), requests.end(), by_rank);
+  const Request& a = *requests.front();
   const CollectiveTraits& traits = traits_of(a.type);
-  for (const Request& b : requests) {
+  for (const Request* each : requests) {
+    const Request& b = *each;
     if (b.type != a.type)
       return mismatch("collective operations", a, b, request_type_name(a.type), request_type_name(b.type));
     if (b.dtype != a.dtype) return mismatch("data types", a, b, dtype_name(a.dtype), dtype_name(b.dtype));
