@@ -9,7 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/logging.h"
+#include <cstdio>
+
 #include "timeline/span_folder.h"
 #include "timeline/timeline_rows.h"
 #include "timeline/timeline_writer.h"
@@ -27,14 +28,21 @@ const char* or_unknown(const char* text) { return text != nullptr ? text : "UNKN
 
 constexpr std::size_t kRowMetadataEvents = 4;  // process and thread name and sort index
 
+TimelineWarning warning_sink(const TimelineOptions& options) {
+  if (options.warn) return options.warn;
+  return [](const std::string& message) { std::fprintf(stderr, "%s\n", message.c_str()); };
+}
+
 }  // namespace
 
 // The recording state shared by the event callers (background and GPU threads, under mu),
 // start/stop (any thread, serialised by control_mu) and the writer thread.
 struct Timeline::Impl {
-  explicit Impl(TimelineOptions o) : options(o), rows(o.row_capacity), folder(o.queue_capacity) {}
+  explicit Impl(TimelineOptions o)
+      : options(o), warn(warning_sink(o)), rows(o.row_capacity), folder(o.queue_capacity) {}
 
   const TimelineOptions options;
+  const TimelineWarning warn;
   std::mutex control_mu;
   std::atomic<bool> enabled{false};
   std::atomic<std::uint64_t> dropped{0};
@@ -193,7 +201,7 @@ void Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  auto writer = std::make_unique<detail::TimelineWriter>(path, rank, wall_us);  // may throw
+  auto writer = std::make_unique<detail::TimelineWriter>(path, rank, wall_us, impl_->warn);  // may throw
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& s = *impl_;
   s.start_time = std::chrono::steady_clock::now();
@@ -238,8 +246,8 @@ void Timeline::stop_locked_by_caller() {
   s.writer.reset();
   s.rows.reset(kRuntimeRow + 1);
   if (const auto lost = s.dropped.load()) {
-    detail::log_warn("timeline: " + std::to_string(lost) + " events were dropped from '" + path +
-                     "' because the writer's queue was full");
+    s.warn("timeline: " + std::to_string(lost) + " events were dropped from '" + path +
+           "' because the writer's queue was full");
   }
 }
 

@@ -7,17 +7,33 @@
 // Rows: row 1 is the runtime's own (CYCLE slices); each tensor gets the next free id, used as
 // both pid and tid (never 0, which Perfetto treats as the idle process / merges with tid 1).
 // Spans reach the file as complete events once they close (timeline/span_folder.h).
+//
+// It depends on nothing of the core (the layering test checks it): it reports through the
+// warning callback of its options and throws its own TimelineError.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace hvd {
+
+// A recording that cannot start: the file cannot be created or written (the message names it).
+class TimelineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Receives the recorder's warnings: events dropped because the queue was full, a write that
+// failed (recording then stops). Called from whichever thread stops the recording, or from the
+// writer thread.
+using TimelineWarning = std::function<void(const std::string& message)>;
 
 // Extra key/value pairs shown in an event's "args" (dtype, shape, bytes, fused_with, ...).
 using TimelineArgs = std::vector<std::pair<std::string, std::string>>;
@@ -31,6 +47,8 @@ struct TimelineOptions {
   bool wake_when_half_full = true;  // tests turn it off to make an overflow deterministic
   // Tensor names whose row id is remembered once nothing is open on them (see timeline_rows.h).
   std::size_t row_capacity = 1 << 14;
+  // Where warnings go; unset: one line each on standard error. The runtime passes its log.
+  TimelineWarning warn;
 };
 
 class Timeline {
@@ -41,7 +59,8 @@ class Timeline {
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
-  // Starts recording to `path` for this rank (stops a running recording first).
+  // Starts recording to `path` for this rank (stops a running recording first). Throws
+  // TimelineError naming the path when the file cannot be created.
   void start(const std::string& path, int rank, bool mark_cycles);
   // Closes every open span, writes what is queued, reports dropped events, closes the file.
   void stop();

@@ -7,8 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/logging.h"
-#include "horovodcpp/horovod.h"
 #include "timeline/json_escape.h"
 
 namespace hvd::detail {
@@ -44,11 +42,12 @@ void append_json_arg_value(std::string& out, const std::string& value) {
   }
 }
 
-TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us)
-    : path_(path) {
+TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us,
+                               TimelineWarning warn)
+    : path_(path), warn_(std::move(warn)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw Error("timeline: cannot open '" + path + "' for writing: " + std::strerror(errno));
+    throw TimelineError("timeline: cannot open '" + path + "' for writing: " + std::strerror(errno));
   }
   // The header is an ordinary batch so that even an empty recording is a valid trace.
   // Every row, this one included, has a process and a thread name and sort indexes: viewers
@@ -71,7 +70,7 @@ TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t s
   if (!write(header)) {
     ::close(fd_);
     fd_ = -1;
-    throw Error("timeline: cannot write to '" + path + "': " + std::strerror(errno));
+    throw TimelineError("timeline: cannot write to '" + path + "': " + std::strerror(errno));
   }
 }
 
@@ -155,8 +154,7 @@ bool TimelineWriter::append(const std::string& data) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       failed_ = true;
-      log_warn("timeline: writing '" + path_ + "' failed (" + std::strerror(errno) +
-               "); recording stopped");
+      if (warn_) warn_("timeline: writing '" + path_ + "' failed (" + std::strerror(errno) + "); recording stopped");
       return false;
     }
     done += static_cast<std::size_t>(n);

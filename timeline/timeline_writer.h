@@ -37,15 +37,16 @@ constexpr char kTimelineFormat[] = "horovodcpp-timeline-2";
 
 class TimelineWriter {
  public:
-  // Creates (truncates) `path` and writes the header metadata. Throws hvd::Error naming the path.
-  TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us);
+  // Creates (truncates) `path` and writes the header metadata. Throws TimelineError naming the
+  // path. `warn` hears of a later write that fails.
+  TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us, TimelineWarning warn);
   ~TimelineWriter();
   TimelineWriter(const TimelineWriter&) = delete;
   TimelineWriter& operator=(const TimelineWriter&) = delete;
 
   // Appends the events, then the trailer: `open` (spans still open, and what they hold) and the
   // closing bracket, in one write. Returns false (and stops writing) after an I/O error, which is
-  // logged once.
+  // reported once through the warning callback.
   bool write(const std::vector<TimelineEvent>& events, const std::vector<TimelineEvent>& open = {});
   const std::string& path() const { return path_; }
 
@@ -55,6 +56,7 @@ class TimelineWriter {
   bool append(const std::string& body);
 
   std::string path_;
+  TimelineWarning warn_;
   int fd_ = -1;
   bool failed_ = false;
   bool first_event_ = true;

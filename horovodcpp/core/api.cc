@@ -448,7 +448,11 @@ int join(const ProcessSet& process_set) {
 
 void start_timeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) throw Error("hvd::start_timeline: the path is empty");
-  runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
+  try {
+    runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
+  } catch (const TimelineError& e) {
+    throw Error(e.what());  // the one exception type users catch
+  }
 }
 
 // Local, like the snapshots: a signal handler or the end of a program completes its file even

@@ -34,6 +34,7 @@
 #include "core/fusion_buffer.h"
 #include "core/generated_names.h"
 #include "core/live_handles.h"
+#include "core/logging.h"
 #include "core/op_registry.h"
 #include "core/process_set_table.h"
 #include "core/progress.h"
@@ -43,6 +44,13 @@
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
+
+// The timeline's warnings (dropped events, a failed write) go to the runtime's log.
+inline TimelineOptions logged_timeline_options() {
+  TimelineOptions options;
+  options.warn = [](const std::string& message) { log_warn(message); };
+  return options;
+}
 
 struct Topology {
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
@@ -138,7 +146,7 @@ class Runtime {
   std::vector<std::vector<int>> initial_process_sets_;
   Transport transport_;
   Topology topology_;
-  Timeline timeline_;
+  Timeline timeline_{logged_timeline_options()};
   TensorQueue queue_;
   FusionBuffer fusion_buffer_;
   OpRegistry registry_;

@@ -167,3 +167,30 @@ TEST_CASE("no pid or tid is 0; a row's tid is its pid; the writer thread is name
   CHECK(row_pid(trace, "rank 0") == 1);  // the runtime's own row
   CHECK(row_pid(trace, "x") == 2);
 }
+
+TEST_CASE("dropped events are reported once, through the options' warning callback") {
+  const std::string path = temp_path("dropped_warning");
+  hvd::TimelineOptions options = held_queue(8);
+  std::vector<std::string> warnings;
+  options.warn = [&warnings](const std::string& message) { warnings.push_back(message); };
+  Timeline t(options);
+  t.start(path, 0, false);
+  for (int i = 0; i < 10; ++i) t.negotiate_start("n" + std::to_string(i), "ALLREDUCE");
+  REQUIRE(t.dropped_events() > 0);
+  CHECK(warnings.empty());  // reported when the recording stops
+  t.stop();
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "timeline: " + std::to_string(t.dropped_events()) + " events were dropped from '" + path +
+                           "' because the writer's queue was full");
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("a path that cannot be opened is a TimelineError, and nothing is reported through the callback") {
+  hvd::TimelineOptions options;
+  int warned = 0;
+  options.warn = [&warned](const std::string&) { ++warned; };
+  Timeline t(options);
+  CHECK_THROWS_AS(t.start("/nonexistent-dir/y/timeline.json", 0, false), hvd::TimelineError);
+  CHECK_FALSE(t.enabled());
+  CHECK(warned == 0);
+}
