@@ -1,5 +1,7 @@
 // The public functions of horovod.h: argument checks on the caller's thread (so bad input fails
-// before anything is sent), then an enqueue on the one Runtime.
+// before anything is sent), then an enqueue on the one Runtime. Each tensor is checked and its
+// entry filled as its collective's traits say (core/submission.h); what is particular to one
+// collective (a broadcast's root in its set, an alltoall's splits) is checked here.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "core/logging.h"
 #include "core/process_set_access.h"
 #include "core/runtime.h"
+#include "core/submission.h"
 #include "horovodcpp/horovod.h"
 
 namespace hvd {
@@ -80,54 +83,25 @@ void check_name(const std::string& op, const std::string& name) {
     throw Error(op + ": tensor name '" + name + "' is reserved (names starting with __hvd_ are internal)");
 }
 
-void check_input(const std::string& op, const std::string& name, const TensorPtr& t) {
-  if (!t) throw Error(op + " of '" + name + "': the input tensor is null");
-  for (auto d : t->shape())
-    if (d < 0) throw Error(op + " of '" + name + "': negative dimension in shape " + shape_string(t->shape()));
-  if (t->data() == nullptr && t->num_elements() > 0)
-    throw Error(op + " of '" + name + "': the input has no data");
+// What the caller passed for one tensor (see detail::checked_entry).
+detail::Submitted with_output(TensorPtr input, TensorPtr output, ReadyEventPtr ready) {
+  detail::Submitted s;
+  s.input = std::move(input);
+  s.output = std::move(output);
+  s.ready = std::move(ready);
+  return s;
 }
 
-void check_output(const std::string& op, const std::string& name, const TensorPtr& in, const TensorPtr& out) {
-  if (!out) throw Error(op + " of '" + name + "': the output tensor is null");
-  if (out->dtype() != in->dtype() || out->num_elements() != in->num_elements())
-    throw Error(op + " of '" + name + "': output " + dtype_name(out->dtype()) + shape_string(out->shape()) +
-                " does not match input " + dtype_name(in->dtype()) + shape_string(in->shape()));
-  if (out->device() != in->device())
-    throw Error(op + " of '" + name + "': output is on device " + std::to_string(out->device()) +
-                " but input is on device " + std::to_string(in->device()));
-}
-
-detail::TensorTableEntry make_entry(detail::RequestType type, const std::string& name, TensorPtr input,
-                                    TensorPtr output, ReadyEventPtr ready) {
-  detail::TensorTableEntry e;
-  e.name = name;
-  e.type = type;
-  e.device = input ? input->device() : kCpuDevice;
-  e.input = std::move(input);
-  e.output = std::move(output);
-  e.ready = std::move(ready);
-  return e;
-}
-
-detail::Request make_request(const detail::TensorTableEntry& e) {
-  detail::Request r;
-  r.type = e.type;
-  r.name = e.name;
-  if (e.input) {
-    r.dtype = e.input->dtype();
-    r.shape = e.input->shape();
-  }
-  r.device = e.device;
-  r.reduce_op = e.reduce_op;
-  r.prescale_factor = e.prescale_factor;
-  r.postscale_factor = e.postscale_factor;
-  r.root = e.root;
-  return r;
+detail::Submitted allocating(TensorPtr input, OutputAllocator allocate_output, ReadyEventPtr ready) {
+  detail::Submitted s;
+  s.input = std::move(input);
+  s.allocate_output = std::move(allocate_output);
+  s.ready = std::move(ready);
+  return s;
 }
 
 Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e, int process_set_id) {
-  detail::Request r = make_request(e);
+  detail::Request r = detail::request_for(e);
   std::vector<detail::TensorTableEntry> entries;
   entries.push_back(std::move(e));
   return Handle(rt.enqueue(std::move(entries), {std::move(r)}, process_set_id));
@@ -139,7 +113,7 @@ Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<
                      int process_set_id) {
   std::vector<detail::Request> requests;
   for (const auto& e : entries) {
-    detail::Request r = make_request(e);
+    detail::Request r = detail::request_for(e);
     r.group = group;
     r.group_size = static_cast<int>(entries.size());
     requests.push_back(std::move(r));
@@ -263,13 +237,10 @@ Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions
   auto& rt = runtime("hvd::allreduce");
   const std::string name = name_or_generated(rt, options.name, "allreduce", options.process_set);
   const int set = set_for(rt, options.process_set, "allreduce", name);
-  check_input("allreduce", name, input);
-  check_output("allreduce", name, input, output);
-  auto e = make_entry(detail::RequestType::Allreduce, name, std::move(input), std::move(output), std::move(ready));
-  e.reduce_op = options.op;
-  e.prescale_factor = options.prescale_factor;
-  e.postscale_factor = options.postscale_factor;
-  return enqueue_one(rt, std::move(e), set);
+  auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
+  submitted.reduction = detail::reduction_of(options);
+  return enqueue_one(rt, detail::checked_entry(detail::RequestType::Allreduce, "allreduce", name, std::move(submitted)),
+                     set);
 }
 
 Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
@@ -283,15 +254,10 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
                 std::to_string(outputs.size()) + " outputs");
   std::vector<detail::TensorTableEntry> entries;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = group + "." + std::to_string(i);
-    check_input("grouped_allreduce", name, inputs[i]);
-    check_output("grouped_allreduce", name, inputs[i], outputs[i]);
-    auto e = make_entry(detail::RequestType::Allreduce, name, inputs[i], outputs[i],
-                        ready.empty() ? nullptr : ready[i]);
-    e.reduce_op = options.op;
-    e.prescale_factor = options.prescale_factor;
-    e.postscale_factor = options.postscale_factor;
-    entries.push_back(std::move(e));
+    auto submitted = with_output(inputs[i], outputs[i], ready.empty() ? nullptr : ready[i]);
+    submitted.reduction = detail::reduction_of(options);
+    entries.push_back(detail::checked_entry(detail::RequestType::Allreduce, "grouped_allreduce",
+                                            group + "." + std::to_string(i), std::move(submitted)));
   }
   return enqueue_group(rt, group, std::move(entries), set);
 }
@@ -304,13 +270,9 @@ Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator al
   check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = group + "." + std::to_string(i);
-    check_input("grouped_allgather", name, inputs[i]);
-    if (inputs[i]->shape().empty())
-      throw Error("grouped_allgather of '" + name + "': the input is a scalar; allgather needs at least one dimension");
-    auto e = make_entry(detail::RequestType::Allgather, name, inputs[i], nullptr, ready.empty() ? nullptr : ready[i]);
-    e.allocate_output = allocate_output;
-    entries.push_back(std::move(e));
+    entries.push_back(detail::checked_entry(detail::RequestType::Allgather, "grouped_allgather",
+                                            group + "." + std::to_string(i),
+                                            allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i])));
   }
   return enqueue_group(rt, group, std::move(entries), set);
 }
@@ -323,17 +285,10 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
   check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = group + "." + std::to_string(i);
-    check_input("grouped_reducescatter", name, inputs[i]);
-    if (inputs[i]->shape().empty())
-      throw Error("grouped_reducescatter of '" + name + "': the input is a scalar; it needs a first dimension");
-    auto e = make_entry(detail::RequestType::Reducescatter, name, inputs[i], nullptr,
-                        ready.empty() ? nullptr : ready[i]);
-    e.allocate_output = allocate_output;
-    e.reduce_op = options.op;
-    e.prescale_factor = options.prescale_factor;
-    e.postscale_factor = options.postscale_factor;
-    entries.push_back(std::move(e));
+    auto submitted = allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i]);
+    submitted.reduction = detail::reduction_of(options);
+    entries.push_back(detail::checked_entry(detail::RequestType::Reducescatter, "grouped_reducescatter",
+                                            group + "." + std::to_string(i), std::move(submitted)));
   }
   return enqueue_group(rt, group, std::move(entries), set);
 }
@@ -343,12 +298,10 @@ Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const A
   auto& rt = runtime("hvd::allgather");
   const std::string name = name_or_generated(rt, options.name, "allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "allgather", name);
-  check_input("allgather", name, input);
-  if (input->shape().empty())
-    throw Error("allgather of '" + name + "': the input is a scalar; allgather needs at least one dimension");
-  auto e = make_entry(detail::RequestType::Allgather, name, std::move(input), nullptr, std::move(ready));
-  e.allocate_output = std::move(allocate_output);
-  return enqueue_one(rt, std::move(e), set);
+  return enqueue_one(rt,
+                     detail::checked_entry(detail::RequestType::Allgather, "allgather", name,
+                                           allocating(std::move(input), std::move(allocate_output), std::move(ready))),
+                     set);
 }
 
 Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options, ReadyEventPtr ready) {
@@ -356,8 +309,8 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
   const std::string name = name_or_generated(rt, options.name, "broadcast", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "broadcast", name, &members);
-  check_input("broadcast", name, input);
-  check_output("broadcast", name, input, output);
+  auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
+  auto e = detail::checked_entry(detail::RequestType::Broadcast, "broadcast", name, std::move(submitted));
   // As in Horovod, the root is a global rank, and it must be in the set; the collective itself
   // runs on the set's communicator, where the root is its index among the members.
   const auto root_at = std::find(members.begin(), members.end(), options.root);
@@ -368,7 +321,6 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
     throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
                 options.process_set.describe());
   }
-  auto e = make_entry(detail::RequestType::Broadcast, name, std::move(input), std::move(output), std::move(ready));
   e.root = static_cast<int>(root_at - members.begin());
   return enqueue_one(rt, std::move(e), set);
 }
@@ -379,10 +331,10 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
   const std::string name = name_or_generated(rt, options.name, "alltoall", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "alltoall", name, &members);
-  check_input("alltoall", name, input);
-  if (input->shape().empty()) throw Error("alltoall of '" + name + "': the input is a scalar; it needs a first dimension");
+  auto e = detail::checked_entry(detail::RequestType::Alltoall, "alltoall", name,
+                                 allocating(std::move(input), std::move(allocate_output), std::move(ready)));
   const int size = static_cast<int>(members.size());
-  const std::int64_t rows = input->shape().front();
+  const std::int64_t rows = e.input->shape().front();
   std::vector<std::int64_t> splits = options.splits;
   if (splits.empty()) {
     if (rows % size != 0)
@@ -401,8 +353,6 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
   if (total != rows)
     throw Error("alltoall of '" + name + "': splits sum to " + std::to_string(total) + " but the first dimension is " +
                 std::to_string(rows));
-  auto e = make_entry(detail::RequestType::Alltoall, name, std::move(input), nullptr, std::move(ready));
-  e.allocate_output = std::move(allocate_output);
   e.splits = std::move(splits);
   return enqueue_one(rt, std::move(e), set);
 }
@@ -412,33 +362,30 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
   auto& rt = runtime("hvd::reducescatter");
   const std::string name = name_or_generated(rt, options.name, "reducescatter", options.process_set);
   const int set = set_for(rt, options.process_set, "reducescatter", name);
-  check_input("reducescatter", name, input);
-  if (input->shape().empty())
-    throw Error("reducescatter of '" + name + "': the input is a scalar; it needs a first dimension");
-  auto e = make_entry(detail::RequestType::Reducescatter, name, std::move(input), nullptr, std::move(ready));
-  e.allocate_output = std::move(allocate_output);
-  e.reduce_op = options.op;
-  e.prescale_factor = options.prescale_factor;
-  e.postscale_factor = options.postscale_factor;
-  return enqueue_one(rt, std::move(e), set);
+  auto submitted = allocating(std::move(input), std::move(allocate_output), std::move(ready));
+  submitted.reduction = detail::reduction_of(options);
+  return enqueue_one(rt,
+                     detail::checked_entry(detail::RequestType::Reducescatter, "reducescatter", name,
+                                           std::move(submitted)),
+                     set);
 }
 
 void barrier(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::barrier()");
   const int set = detail::resolve_process_set(rt, process_set, "hvd::barrier()", nullptr);
   // Barrier names count per set, so ranks that wait in different sets still agree on them.
-  auto e = make_entry(detail::RequestType::Barrier,
-                      rt.generate_name(std::string(detail::kBarrierTensorPrefix) +
-                                       (set == 0 ? "" : ".set" + std::to_string(set))),
-                      nullptr, nullptr, nullptr);
+  auto e = detail::checked_entry(detail::RequestType::Barrier, "hvd::barrier()",
+                                 rt.generate_name(std::string(detail::kBarrierTensorPrefix) +
+                                                  (set == 0 ? "" : ".set" + std::to_string(set))),
+                                 {});
   enqueue_one(rt, std::move(e), set).wait();
 }
 
 int join(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::join()");
   const int set = detail::resolve_process_set(rt, process_set, "hvd::join()", nullptr);
-  auto e = make_entry(detail::RequestType::Join, detail::kJoinTensorName, nullptr, nullptr, nullptr);
-  detail::Request r = make_request(e);
+  auto e = detail::checked_entry(detail::RequestType::Join, "hvd::join()", detail::kJoinTensorName, {});
+  detail::Request r = detail::request_for(e);
   std::vector<detail::TensorTableEntry> entries;
   entries.push_back(std::move(e));
   auto state = rt.enqueue(std::move(entries), {std::move(r)}, set);
