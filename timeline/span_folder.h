@@ -32,7 +32,6 @@ class SpanFolder {
   void open_spans(std::vector<TimelineEvent>& out) const;
   // Spills every span that began before `cutoff_ns` (and the spans open inside it).
   void spill_older_than(std::int64_t cutoff_ns, std::vector<TimelineEvent>& out);
-  std::size_t held_events() const { return held_; }
   void reset();
 
  private:

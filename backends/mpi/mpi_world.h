@@ -63,9 +63,7 @@ class MpiWorld final : public World {
   void finalize() override;
 
   // Communicators for the MPI and NCCL backends (all duplicates owned by this world).
-  MPI_Comm global_comm() const { return global_; }
   MPI_Comm local_comm() const { return local_; }
-  MPI_Comm cross_comm() const { return cross_; }
   MPI_Comm comm(CommScope scope) const;
   const MpiTypes& types() const { return types_; }
   // In-place sum/min/max/product (no averaging) over `comm`, issued in pieces of at most

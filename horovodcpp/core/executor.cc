@@ -187,7 +187,7 @@ void Executor::change_process_sets(const Response& response, std::vector<TensorT
     status = Status::error(e.what());
   }
   for (auto& e : entries)
-    if (e.handle) e.handle->join_result = id;  // the new set's id, for add_process_set
+    if (e.handle) e.handle->new_process_set_id = id;
   finish(entries, status);
 }
 

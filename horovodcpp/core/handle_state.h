@@ -38,7 +38,8 @@ struct HandleState {
   Status status = Status::ok();
   std::vector<TensorPtr> outputs;
   std::vector<std::int64_t> received_splits;  // alltoall
-  int join_result = -1;                       // join
+  int join_result = -1;                       // join: the last rank that joined
+  int new_process_set_id = -1;                // add_process_set: the new set's id
 };
 
 }  // namespace hvd::detail

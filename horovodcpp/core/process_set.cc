@@ -29,7 +29,7 @@ int run_global_change(detail::Runtime& rt, const char* prefix, std::vector<std::
   entries.push_back(std::move(e));
   auto state = rt.enqueue(std::move(entries), {std::move(r)});
   Handle(state).wait();
-  return state->join_result;
+  return state->new_process_set_id;
 }
 
 }  // namespace

@@ -103,8 +103,6 @@ class Runtime {
   // The global ranks of a registered set this rank belongs to; throws hvd::Error otherwise,
   // naming `op` and the set. Any thread.
   std::vector<int> process_set_ranks(int process_set_id, const std::string& op);
-  // Whether the id names a registered set (any thread), and its ranks if so.
-  bool find_process_set(int process_set_id, std::vector<int>* ranks);
   bool dynamic_process_sets() const { return settings_.dynamic_process_sets; }
   // The controller's counters as of the last cycle (any thread; tests and benchmarks).
   ControllerStats controller_stats() const;

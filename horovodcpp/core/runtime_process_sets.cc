@@ -78,12 +78,4 @@ std::vector<int> Runtime::process_set_ranks(int process_set_id, const std::strin
   return check_member(process_set_id, op);
 }
 
-bool Runtime::find_process_set(int process_set_id, std::vector<int>* ranks) {
-  std::lock_guard<std::mutex> lock(process_sets_.mutex());
-  ProcessSetState* set = process_sets_.find(process_set_id);
-  if (set == nullptr) return false;
-  if (ranks != nullptr) *ranks = set->ranks;
-  return true;
-}
-
 }  // namespace hvd::detail

@@ -110,11 +110,6 @@ void TensorQueue::record_cycle_start(bool ahead_of_others) {
   settle_.record_start(ahead_of_others);
 }
 
-bool TensorQueue::contains(const std::string& name, std::int32_t process_set_id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return table_.count({process_set_id, name}) > 0;
-}
-
 bool TensorQueue::has_entries(std::int32_t process_set_id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = table_.lower_bound({process_set_id, std::string()});

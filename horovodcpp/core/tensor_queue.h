@@ -50,7 +50,6 @@ class TensorQueue {
   void set_ranks(int ranks);  // the job's size, for SettleWindow::leading
   // Removes the set's entries with these names, in the order given; names not present are skipped.
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
-  bool contains(const std::string& name, std::int32_t process_set_id = 0) const;
   // Whether any entry of that set is in flight.
   bool has_entries(std::int32_t process_set_id) const;
   // Refuses further adds with `reason` and returns every entry still in flight.

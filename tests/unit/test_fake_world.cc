@@ -212,7 +212,7 @@ TEST_CASE("process sets added and removed at run time; a set with work in flight
   run_ranks(cluster, settings, {}, [&](int rank, Runtime& rt) {
     auto add = submit(rt, hvd::detail::RequestType::Barrier, rt.generate_name(hvd::detail::kAddProcessSetPrefix), {1, 2});
     if (!wait(add).is_ok()) errors[rank] += "add; ";
-    const int id = ids[rank] = add->join_result;
+    const int id = ids[rank] = add->new_process_set_id;
     auto remove = [&] {
       return wait(submit(rt, hvd::detail::RequestType::Barrier,
                          rt.generate_name(hvd::detail::kRemoveProcessSetPrefix), {id}));
