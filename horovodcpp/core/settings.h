@@ -47,6 +47,8 @@ struct Settings {
   std::string cpu_operations;    // "" (automatic) or "mpi"
   std::string gpu_operations;    // "" (automatic), "nccl" or "mpi"
   bool dynamic_process_sets{};   // hvd::add_process_set / remove_process_set allowed after init
+  std::string elastic_job;       // hvdrun's elastic driver names the job (its commit store)
+  std::string elastic_dir;       // where this host keeps the elastic job's commits
 };
 
 // The Settings member a declaration fills; its type follows the kind (Bytes/Count: int64,

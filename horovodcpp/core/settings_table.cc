@@ -79,6 +79,14 @@ const std::vector<SettingSpec>& setting_specs() {
        "0", "", kShared,
        "Allow hvd::add_process_set() and hvd::remove_process_set() after hvd::init() (every rank "
        "calls them in the same order)."},
+      {"HOROVOD_ELASTIC_JOB", "", K::Path, &Settings::elastic_job,
+       "", "", kPerRank,
+       "Elastic jobs: the job's name, which names its commit store; hvdrun's elastic driver sets it, the "
+       "same for every relaunch (unset: a name unique to the run)."},
+      {"HOROVOD_ELASTIC_DIR", "", K::Path, &Settings::elastic_dir,
+       "", "", kPerRank,
+       "Elastic jobs: the folder of this host's commit store (unset: $TMPDIR/horovodcpp-elastic/JOB); "
+       "point a new run at it to resume from its newest commit."},
   };
   return kSpecs;
 }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/settings.h"
 #include "horovodcpp/horovod.h"
 
 namespace hvd::detail {
@@ -159,8 +160,8 @@ void CommitStore::remove_all() const {
 }
 
 std::string elastic_dir(const std::string& job) {
-  const char* dir = std::getenv("HOROVOD_ELASTIC_DIR");
-  if (dir != nullptr && *dir != '\0') return dir;
+  const std::string dir = read_settings_from_environment().elastic_dir;
+  if (!dir.empty()) return dir;
   const char* tmp = std::getenv("TMPDIR");
   const std::string base = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
   return base + "/horovodcpp-elastic/" + job;

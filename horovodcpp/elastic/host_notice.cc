@@ -24,7 +24,8 @@ void install_host_notice_handler() {
 
 // A program that hvdrun's elastic driver started (it sets HOROVOD_ELASTIC_JOB) takes the notice
 // from the moment the library loads, so one sent while the program is still starting does not
-// kill it (SIGUSR1's default action).
+// kill it (SIGUSR1's default action). The variable is read directly, not through the settings
+// table that declares it: this runs as the library loads, where a bad setting could only abort.
 __attribute__((constructor)) void install_when_launched_elastically() {
   const char* job = std::getenv("HOROVOD_ELASTIC_JOB");
   if (job != nullptr && *job != '\0') install_host_notice_handler();

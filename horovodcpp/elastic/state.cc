@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/settings.h"
 #include "elastic/commit_store.h"
 #include "elastic/host_notice.h"
 #include "horovodcpp/elastic.h"
@@ -48,18 +49,15 @@ std::string broadcast_string(const std::string& bytes, int root, const std::stri
 // HOROVOD_ELASTIC_JOB (hvdrun sets it, the same for every relaunch), else a name unique to this
 // run, so a plain mpirun never resumes from an unrelated earlier job's commits.
 std::string job_name() {
-  const char* job = std::getenv("HOROVOD_ELASTIC_JOB");
-  if (job != nullptr && *job != '\0') return job;
+  const std::string job = hvd::detail::read_settings_from_environment().elastic_job;
+  if (!job.empty()) return job;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const std::string mine = std::string("run-") + host + "-" + std::to_string(getpid());
   return broadcast_string(mine, 0, "hvd.elastic.job");
 }
 
-bool user_chose_dir() {
-  const char* dir = std::getenv("HOROVOD_ELASTIC_DIR");
-  return dir != nullptr && *dir != '\0';
-}
+bool user_chose_dir() { return !hvd::detail::read_settings_from_environment().elastic_dir.empty(); }
 
 // One write per line: mpirun tags each write of a rank separately, and hvdrun reads these lines.
 void say(const std::string& message) {

@@ -207,3 +207,12 @@ TEST_CASE("autotune settings: Horovod's defaults, hvdrun's flag names, checked v
   // Real numbers print as they read back: the declared default stays "0.8".
   CHECK(setting_text(*find_setting("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), s) == "0.8");
 }
+
+TEST_CASE("hvdrun's elastic variables are declared: no rank warns about them, and they are read", "[settings]") {
+  CHECK(unknown_setting_warnings({"HOROVOD_ELASTIC_JOB", "HOROVOD_ELASTIC_DIR"}).empty());
+  const Settings s = read({{"HOROVOD_ELASTIC_JOB", "job7"}, {"HOROVOD_ELASTIC_DIR", "/data/commits"}});
+  CHECK(s.elastic_job == "job7");
+  CHECK(s.elastic_dir == "/data/commits");
+  CHECK(find_setting("HOROVOD_ELASTIC_JOB")->scope == SettingScope::PerRank);
+  CHECK(find_setting("HOROVOD_ELASTIC_DIR")->scope == SettingScope::PerRank);
+}
