@@ -215,6 +215,43 @@ write_note() {
   is the median of those ratios against the hand-set threshold that tuned fares worst against.
   The same for 200 x 4 KB gradients, where 64 KB is a poor start (three autotune launches).
 
+### Figures behind design choices
+
+Measured once, on this 2-core VM, when each choice was made (this script does not rerun them);
+the code keeps the reason and points here.
+
+- **Polling while a user thread is blocked** (`kPollWhileBlocked`,
+  `horovodcpp/core/blocked_callers.h`): at np=2 on 2 cores (latency_benchmark) a synchronous
+  4-byte allreduce took 33 us, a broadcast 33-36 us and a barrier 43 us with the 2 ms poll,
+  against 73-126, 78-81 and 68-74 us with the sleeping waits alone.
+- **Polling before the first sleep** (`kPoll`, `backends/mpi/mpi_control_channel.cc`): a sleep
+  costs 10-60 us of timer and wake-up latency; at np=2 on 2 cores a synchronous 4-byte allreduce
+  took 72 us with 10 us of polling and 28 us with 50 us.
+- **How often a waiting rank looks for a cycle start** (`poll_interval`,
+  `horovodcpp/core/cycle_pacer.cc`): at np=2 (resnet20, ~140 ms steps, 2 cores) a look cost the
+  rank 30-50 us of CPU. Looking at the MayBeNeeded ramp all through a step, as every rank did
+  before OwnWorkFirst, took 2.5-4.4% of a core and preempted the training thread 430-460 times a
+  second (two launches); with OwnWorkFirst, 1.7-2.4% and 150-175 times. PeersDue (a look every
+  100 us for the first 200 ms): at np=2 (resnet20, ~90 ms steps, timeline medians of 4 launches
+  each) the last rank's last gradient to the reduced values took 2.1-2.4 ms, against 2.4-4.0 ms
+  at the idle pace.
+- **Background thread placement** (`horovodcpp/core/background_placement.h`): at np=2 on 2 cores
+  that report no cache topology (resnet20, sched_switch trace), both ranks' background threads
+  took turns on one core while the other idled for 1.4 ms of a 1.7 ms gradient exchange.
+- **Waking a handle's waiters after recording them all** (`horovodcpp/core/handle_state.h`): woken
+  per entry, a user thread waiting on sixty gradient handles one by one paid half a millisecond of
+  context switches on a shared core.
+- **Vectorized host scaling** (`horovodcpp/core/host_scale.cc`): scalar, pre/postscaling a fused
+  megabyte took ~270 us, three times a plain copy.
+- **Every autotune launch settles** (`examples/allreduce_benchmark/autotune_benchmark.cc`): a
+  hand-set 64 KB launch measured after 150 steps of step + poll, with no tuner, reached 0.91x of
+  the best hand-set row measured at once (0.945x as the median of per-round ratios); a tuned
+  launch measured after its search, which kept 64 KB / 1 ms / cache on, scored 0.75-0.89x of the
+  best row. Two launches of the same settings minutes apart differed by up to about 2x.
+- **The benchmark's host heap** (`examples/synthetic_benchmark/host_heap.h`): under glibc's
+  defaults, refaulting the activations that backward handed back cost a third or more of a
+  training step.
+
 METHOD
   cat "$SECTIONS"
 }

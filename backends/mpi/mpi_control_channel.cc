@@ -31,9 +31,9 @@ bool poll_while_callers_blocked(MPI_Request* request) {
 }  // namespace
 
 // Polled this long before the first sleep. Ranks reach a negotiation round within microseconds
-// of one another when they are in step, and a sleep costs far more than that (10-60 us of timer
-// and wake-up latency): measured at np=2 on 2 cores, a synchronous 4-byte allreduce took 72 us
-// with 10 us of polling and 28 us with 50 us. But in training the ranks reach a round
+// of one another when they are in step, and a sleep costs far more than that (timer and wake-up
+// latency): a shorter poll left a synchronous allreduce more than twice as slow
+// (docs/benchmarks.md, "Figures behind design choices"). But in training the ranks reach a round
 // milliseconds apart, and polling then only takes the core from the computation; so a wait polls
 // only when the previous one was short.
 constexpr auto kPoll = std::chrono::microseconds(50);

@@ -7,18 +7,16 @@
 // decision on every rank). Then each launch measures the same way.
 //
 // Why every launch settles, not only the tuned one: on the 2-core machine these benchmarks run on,
-// a launch measured after a long settle phase is slower whatever its settings (a hand-set 64 KB
-// launch measured after 150 steps of step + poll, with no tuner, reached 0.91x of the best
-// hand-set row measured at once; 0.945x as the median of per-round ratios). So measuring the
+// a launch measured after a long settle phase is slower whatever its settings. So measuring the
 // hand-set launches at once and the tuned one after its search compared process ages, not
-// settings: the tuned launch kept 64 KB / 1 ms / cache on, a hand-set row's own settings, and
-// scored 0.75-0.89x of the best row.
+// settings: a tuned launch that kept a hand-set row's own settings scored well below that row
+// (docs/benchmarks.md, "Figures behind design choices").
 //
 // The comparison that decides the target runs inside the autotune launch (--compare): once the
 // tuner has decided, the launch switches every rank between the tuned parameters and each hand-set
 // threshold (hvd::detail::request_parameters, carried like a tuner decision), in rounds of a fresh
 // order, and measures each for a few steps. Separate launches cannot decide a 10% margin here: the
-// same settings measured in two launches minutes apart differed by up to about 2x on this 2-core VM
+// same settings measured in two launches minutes apart differed far more than that on this 2-core VM
 // (the machine has slow stretches of seconds), and the best of several noisy medians is biased
 // upwards. Side by side in one process, a slow stretch hits the configurations of one round alike;
 // the target is the median over rounds of tuned / hand-set, against the hand-set threshold it

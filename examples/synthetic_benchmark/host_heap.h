@@ -1,11 +1,11 @@
 // How the benchmark's host heap treats freed memory. With glibc's defaults a training step on
 // the CPU gives most of its activations back to the kernel when backward frees them (the heap
 // top is trimmed, large blocks are unmapped) and faults them in again, page by page, in the
-// next forward pass. On the 2-core VM of docs/benchmarks.md that refaulting cost a third or more
-// of a step, and how much depended on each process's trim state, which differed between ranks
-// and drifted between minutes: hvd / sync read anywhere from 0.68x to 1.15x for that reason
-// alone. Keeping freed memory in the process (as LibTorch's CUDA caching allocator does on a
-// GPU) measures the communication instead of the allocator.
+// next forward pass. On the 2-core VM of docs/benchmarks.md that refaulting cost a large part of
+// a step, and how much depended on each process's trim state, which differed between ranks and
+// drifted between minutes: hvd / sync scattered widely for that reason alone (docs/benchmarks.md,
+// "Synthetic training", has the figures). Keeping freed memory in the process (as LibTorch's
+// CUDA caching allocator does on a GPU) measures the communication instead of the allocator.
 #pragma once
 
 #include <string>

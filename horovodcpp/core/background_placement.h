@@ -2,9 +2,9 @@
 //
 // When this host's ranks fill its cores, the scheduler has no idle core to wake a background
 // thread on, and where the machine reports no cache topology (some VMs) it wakes each thread on
-// the core it last ran on. Measured at np=2 on 2 such cores (resnet20, sched_switch trace): in
-// the gradient exchange after backward, both ranks' background threads took turns on one core
-// while the other idled, 1.4 ms of a 1.7 ms exchange. The core of a user thread blocked on a
+// the core it last ran on: in the gradient exchange after backward, both ranks' background
+// threads took turns on one core while the other idled, for most of the exchange
+// (docs/benchmarks.md, "Figures behind design choices"). The core of a user thread blocked on a
 // result has nothing else to do, and it is this rank's own: so at each cycle start while a user
 // thread is blocked, the background thread moves to that core (BlockedCallers records it). It
 // stays there until a caller blocks elsewhere; the user threads themselves are never moved.

@@ -13,10 +13,9 @@ namespace hvd::detail {
 // How long a wait polls while a user thread of this process is blocked on a result: that
 // thread's core is idle, and each sleep would delay the result. Ranks in a cycle reach each
 // round within tens of microseconds unless one was descheduled; past this the wait sleeps as
-// usual. Measured at np=2 on 2 cores (latency_benchmark): a synchronous 4-byte allreduce took
-// 33 us, a broadcast 33-36 us, a barrier 43 us, against 73-126, 78-81 and 68-74 us with the
-// sleeping waits alone. Used by the MPI channel's waits inside a cycle and by the CyclePacer's
-// wait for the coordinator's answer.
+// usual. Synchronous small operations took less than half their time with the sleeping waits
+// alone (docs/benchmarks.md, "Figures behind design choices"). Used by the MPI channel's waits
+// inside a cycle and by the CyclePacer's wait for the coordinator's answer.
 constexpr std::chrono::milliseconds kPollWhileBlocked{2};
 
 class BlockedCallers {

@@ -79,17 +79,16 @@ std::chrono::microseconds CyclePacer::next_interval(Demand& demand) {
 
 // How long a waiting rank sleeps between looks for another rank's cycle start. Local work never
 // waits for this: the wait for it wakes at once. Each look wakes the background thread on a core
-// that training is using: measured at np=2 (resnet20, ~140 ms steps, 2 cores), a look cost the
-// rank 30-50 us of CPU. Looking at the MayBeNeeded ramp below all through a step, as every rank
-// did before OwnWorkFirst, took 2.5-4.4% of a core and preempted the training thread 430-460
-// times a second (two launches); with OwnWorkFirst, 1.7-2.4% and 150-175 times.
+// that training is using and costs the rank CPU time: looking at the MayBeNeeded ramp below all
+// through a step, as every rank did before OwnWorkFirst, took more of a core and preempted the
+// training thread nearly three times as often (docs/benchmarks.md, "Figures behind design
+// choices").
 //
 // - PeersDue: the others' request is due within milliseconds (this rank finished its backward
 //   pass first), and at the idle pace it would be noticed 1-2 ms late. So the rank looks every
-//   100 us for the first 200 ms of such a wait, on a core that has nothing else to do then.
-//   Measured at np=2 (resnet20, ~90 ms steps, timeline medians of 4 launches each): from the
-//   last rank's last gradient to the reduced values took 2.1-2.4 ms, against 2.4-4.0 ms at the
-//   idle pace.
+//   100 us for the first 200 ms of such a wait, on a core that has nothing else to do then: the
+//   reduced values arrive sooner after the last rank's last gradient (docs/benchmarks.md,
+//   "Figures behind design choices").
 // - MayBeNeeded: short right after a cycle (the members of a set this rank is not in submit
 //   close together), longer the longer nothing happens.
 // - OwnWorkFirst: a cycle another rank starts can complete nothing before this rank submits, and

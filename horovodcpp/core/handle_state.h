@@ -22,7 +22,7 @@ struct HandleState {
   // complete_entry in two halves, for a thread that completes many handles at once: it records
   // them all, then wakes the waiters of those that completed. Woken per entry, a user thread
   // waiting on the handles one by one would block again on the next, at two context switches
-  // per handle (on a shared core, sixty gradients cost half a millisecond that way).
+  // per handle (docs/benchmarks.md, "Figures behind design choices", has what that cost).
   // record_entry returns whether that entry completed the handle.
   bool record_entry(int index, const Status& status, TensorPtr output);
   void wake() { cv.notify_all(); }

@@ -21,8 +21,8 @@ void scale_16(std::uint16_t* to, const std::uint16_t* from, std::int64_t count, 
 }
 
 // Two loops, so that neither needs a runtime overlap check: the compiler vectorizes both (see
-// the compile options in horovodcpp/CMakeLists.txt). Scalar, a fused megabyte took ~270 us here,
-// three times a plain copy.
+// the compile options in horovodcpp/CMakeLists.txt). Scalar, scaling took several times a plain
+// copy (docs/benchmarks.md, "Figures behind design choices").
 template <class T, class F>
 void scale_floating(T* to, const T* from, std::int64_t count, F factor) {
   if (to == from) {
