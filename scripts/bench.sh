@@ -165,10 +165,16 @@ write_note() {
   encoded request lists, the bitwise AND folds in N-1 received copies one rank at a time (an
   MPI tree would do log2 N), the broadcast returns the coordinator's bytes. Only
   `compute_response_list` is timed: the coordinator's own work per cycle, without network
-  latency. Cache hit: the 200 tensors were negotiated once, every later cycle must be served
-  from the cache (checked). Slow path: `cache_capacity = 0`, so every cycle gathers, checks and
-  answers 200 x N requests. Slow-path sizes whose cycle would pass `--slow-cycle-limit`
-  (extrapolated quadratically from the previous size) are skipped.
+  latency, by the wall clock and by the thread's CPU clock (the benchmark is one thread, so its
+  CPU time is the coordinator's work; on a shared machine the wall clock also counts the time
+  other processes held the core). Cache hit: the 200 tensors were negotiated once, every later
+  cycle must be served from the cache (checked). Slow path: `cache_capacity = 0`, so every cycle
+  gathers, checks and answers 200 x N requests (at least 5 cycles per size); "CPU x ranks
+  doubled" divides a size's CPU median by the previous size's. Slow-path sizes whose cycle would
+  pass `--slow-cycle-limit` (extrapolated quadratically from the previous size) are skipped.
+  Targets: the slow path's CPU median at 1024 ranks, and its growth per doubling of the ranks
+  from 256 to 4096 (the fourth root of the 4096 / 256 ratio: one doubling's ratio scatters by a
+  third here).
 - **Idle** (`idle_benchmark.cc`): `getrusage(RUSAGE_SELF)` (all threads, user + system) over a
   window in which the main thread sleeps: MPI alone, the runtime after `hvd::init()`, and after
   a burst of 50 allreduces. Then the same counter over a training-like loop: each step sleeps
