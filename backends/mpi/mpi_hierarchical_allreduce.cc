@@ -7,6 +7,7 @@
 #include "backends/mpi/mpi_world.h"
 #include "core/copy_bytes.h"
 #include "core/host_scale.h"
+#include "core/integer_average.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
@@ -40,12 +41,23 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
     pack(entries, buffer);
     scale_host_buffer(buffer, total, dtype, response.prescale_factor);
 
-    // Average reduces as Sum throughout; 1/size is applied once at the end.
+    // Average reduces as Sum throughout; 1/size is applied once at the end. Integers sum as
+    // int64 words and divide exactly: see Note [Integer averages are exact].
+    const bool integer_average = response.reduce_op == ReduceOp::Average && is_integer(dtype);
     const ReduceOp op = response.reduce_op == ReduceOp::Average ? ReduceOp::Sum : response.reduce_op;
-    Status status = reduce(buffer, total, dtype, op, entries);
+    Status status = Status::ok();
+    if (integer_average) {
+      const std::int64_t words = total * average_words(dtype);
+      if (static_cast<std::int64_t>(wide_.size()) < words) wide_.resize(static_cast<std::size_t>(words));
+      widen_for_average(buffer, total, dtype, wide_.data());
+      status = reduce(reinterpret_cast<unsigned char*>(wide_.data()), words, DataType::Int64, op, entries);
+      if (status.is_ok()) finish_average(wide_.data(), total, dtype, world_.size(), buffer);
+    } else {
+      status = reduce(buffer, total, dtype, op, entries);
+    }
     if (!status.is_ok()) return status;
 
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / world_.size() : 1.0;
+    const double average = response.reduce_op == ReduceOp::Average && !integer_average ? 1.0 / world_.size() : 1.0;
     scale_host_buffer(buffer, total, dtype, response.postscale_factor * average);
     unpack(entries, buffer);
     return Status::ok();
@@ -112,6 +124,7 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   MpiWorld& world_;
   OpContext& context_;
   std::vector<unsigned char> scratch_;  // this rank's slice; grown on demand, never shrunk
+  std::vector<std::int64_t> wide_;      // integer Average's words; grown on demand, never shrunk
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "backends/mpi/mpi_world.h"
 #include "core/copy_bytes.h"
 #include "core/host_scale.h"
+#include "core/integer_average.h"
 #include "timeline/timeline.h"
 
 namespace hvd::detail {
@@ -85,7 +86,9 @@ class MpiAllreduce final : public MpiOp {
     std::vector<TensorTableEntry*> direct, packed;
     for (auto& e : entries)
       (entries.size() == 1 || e.input->size_bytes() >= kDirectBytes ? direct : packed).push_back(&e);
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / group.size() : 1.0;
+    // Integers average exactly in reduce(); floating types take 1/size with the postscale.
+    const bool divides = response.reduce_op == ReduceOp::Average && !is_integer(response.dtype);
+    const double average = divides ? 1.0 / group.size() : 1.0;
     const double prescale = response.prescale_factor, postscale = response.postscale_factor * average;
     std::int64_t packed_count = 0;
     void* buffer = nullptr;
@@ -135,8 +138,12 @@ class MpiAllreduce final : public MpiOp {
   // The allreduce of `count` elements in place; the caller scales before and after, folded into
   // the copies through the fusion buffer where there are copies.
   Status reduce(void* buffer, std::int64_t count, const Response& response, MPI_Comm comm) {
+    if (response.reduce_op == ReduceOp::Average && is_integer(response.dtype))
+      return world_.allreduce_integer_average(buffer, count, response.dtype, comm, wide_);
     return world_.allreduce_in_pieces(buffer, count, response.dtype, response.reduce_op, comm);
   }
+
+  std::vector<std::int64_t> wide_;  // integer Average's words; grown on demand, never shrunk
 };
 
 // One MPI_Allgatherv for every tensor of a (possibly fused) response. response.first_dims holds
@@ -291,7 +298,8 @@ class MpiReducescatter final : public MpiOp {
     std::vector<int> int_counts, displs;
     if (!to_int_counts(rank_counts, &int_counts, &displs)) return too_large(entries.front());
     const std::int64_t total = std::int64_t{displs.back()} + int_counts.back();
-    const bool direct = entries.size() == 1 && response.prescale_factor == 1.0;
+    const bool integer_average = response.reduce_op == ReduceOp::Average && is_integer(dtype);
+    const bool direct = entries.size() == 1 && response.prescale_factor == 1.0 && !integer_average;
     const void* send = entries.front().input->data();
     void* recv = entries.front().output->data();
     if (!direct) {
@@ -303,14 +311,17 @@ class MpiReducescatter final : public MpiOp {
       send = buffer;
       recv = buffer + total * esize;
     }
-    {
+    if (integer_average) {
+      Activity a(context_.timeline, entries, "MPI_REDUCESCATTER");
+      if (Status s = reduce_scatter_integer_average(send, recv, rank_counts, me, dtype, group); !s.is_ok()) return s;
+    } else {
       Activity a(context_.timeline, entries, "MPI_REDUCESCATTER");
       Status s = mpi_result(MPI_Reduce_scatter(send, recv, int_counts.data(), world_.types().datatype(dtype),
                                                world_.types().reduce_op(dtype, response.reduce_op), mpi_comm(group)),
                             "MPI_Reduce_scatter");
       if (!s.is_ok()) return s;
     }
-    const double average = response.reduce_op == ReduceOp::Average ? 1.0 / size : 1.0;
+    const double average = response.reduce_op == ReduceOp::Average && !integer_average ? 1.0 / size : 1.0;
     scale_host_buffer(recv, rank_counts[me], dtype, response.postscale_factor * average);
     if (!direct) {
       Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
@@ -324,6 +335,33 @@ class MpiReducescatter final : public MpiOp {
   }
 
  private:
+  // The reducescatter of an integer Average, exact: the packed values travel as int64 words.
+  // See Note [Integer averages are exact].
+  Status reduce_scatter_integer_average(const void* send, void* recv, const std::vector<std::int64_t>& rank_counts,
+                                        int me, DataType dtype, const Communicator& group) {
+    const std::int64_t words = average_words(dtype);
+    std::vector<std::int64_t> word_counts(rank_counts.size());
+    std::int64_t total = 0;
+    for (std::size_t r = 0; r < rank_counts.size(); ++r) {
+      word_counts[r] = rank_counts[r] * words;
+      total += rank_counts[r];
+    }
+    std::vector<int> counts, displs;
+    if (!to_int_counts(word_counts, &counts, &displs))
+      return Status::error("an integer average of " + std::to_string(total) +
+                           " elements moves more than 2^31-1 words to one rank, beyond MPI's int counts");
+    const std::int64_t mine = rank_counts[me] * words;
+    wide_.resize(static_cast<std::size_t>(total * words + mine));
+    widen_for_average(send, total, dtype, wide_.data());
+    std::int64_t* wide_recv = wide_.data() + total * words;
+    Status s = mpi_result(MPI_Reduce_scatter(wide_.data(), wide_recv, counts.data(), MPI_INT64_T, MPI_SUM, mpi_comm(group)),
+                          "MPI_Reduce_scatter");
+    if (s.is_ok()) finish_average(wide_recv, rank_counts[me], dtype, group.size(), recv);
+    return s;
+  }
+
+  std::vector<std::int64_t> wide_;  // integer Average's words; grown on demand, never shrunk
+
   static void pack(const std::vector<TensorTableEntry>& entries, const std::vector<std::vector<std::int64_t>>& counts,
                    unsigned char* buffer, std::int64_t esize) {
     std::vector<std::int64_t> read(entries.size(), 0);  // elements of each input packed so far

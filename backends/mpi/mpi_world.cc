@@ -8,6 +8,7 @@
 #include "backends/mpi/mpi_start_check.h"
 #include "core/background_placement.h"
 #include "core/host_scale.h"
+#include "core/integer_average.h"
 
 namespace hvd::detail {
 namespace {
@@ -173,8 +174,24 @@ Status MpiWorld::allreduce_in_pieces(void* buffer, std::int64_t count, DataType 
   return Status::ok();
 }
 
+Status MpiWorld::allreduce_integer_average(void* buffer, std::int64_t count, DataType dtype, MPI_Comm comm,
+                                           std::vector<std::int64_t>& wide) const {
+  const std::int64_t words = count * average_words(dtype);
+  if (static_cast<std::int64_t>(wide.size()) < words) wide.resize(static_cast<std::size_t>(words));
+  widen_for_average(buffer, count, dtype, wide.data());
+  if (Status s = allreduce_in_pieces(wide.data(), words, DataType::Int64, ReduceOp::Sum, comm); !s.is_ok()) return s;
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  finish_average(wide.data(), count, dtype, n, buffer);
+  return Status::ok();
+}
+
 Status MpiWorld::host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, CommScope scope) {
   MPI_Comm c = comm(scope);
+  if (op == ReduceOp::Average && is_integer(dtype)) {
+    std::vector<std::int64_t> wide;
+    return allreduce_integer_average(buffer, count, dtype, c, wide);
+  }
   if (Status s = allreduce_in_pieces(buffer, count, dtype, op, c); !s.is_ok()) return s;
   if (op == ReduceOp::Average) {
     int n = 1;

@@ -71,6 +71,11 @@ class MpiWorld final : public World {
   // tens of MB on shared memory (docs/benchmarks.md measures it), while pieces run at full speed.
   Status allreduce_in_pieces(void* buffer, std::int64_t count, DataType dtype, ReduceOp op, MPI_Comm comm) const;
   static constexpr std::int64_t kAllreducePieceBytes = std::int64_t{4} << 20;
+  // In-place Average of an integer dtype over `comm`, exact: the values are summed as int64
+  // words in `wide` (grown on demand; the caller keeps it between calls). See Note [Integer
+  // averages are exact] (core/integer_average.h).
+  Status allreduce_integer_average(void* buffer, std::int64_t count, DataType dtype, MPI_Comm comm,
+                                   std::vector<std::int64_t>& wide) const;
 
  private:
   bool initialized_mpi_ = false;

@@ -1,5 +1,7 @@
-// Multiplies host data by a factor, for pre/postscale and Average. Integers are scaled through
-// double and rounded to nearest; float16/bfloat16 through float.
+// Multiplies host data by a factor, for pre/postscale and floating Average. Integers are
+// truncated toward zero and clamped to their dtype (a whole-number factor multiplies exactly in
+// integer arithmetic, another goes through double); float16/bfloat16 scale through float.
+// Integer Average never comes here: see core/integer_average.h.
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,19 @@ TEST_CASE("allreduce: every dtype and reduce op matches the closed form", "[allr
   }
 }
 
+namespace {
+
+// Average over ranks r of 2 * (r + 1) * (i % 2 + 1) with prescale 0.5 and postscale 4: the
+// integer dtypes divide the sum truncating toward zero, then scale (Note [Integer averages are
+// exact], core/integer_average.h).
+double scaled_average(DataType dtype, std::int64_t i, int size) {
+  if (!hvd::test::integer_dtype(dtype)) return 2.0 * (size + 1) * (i % 2 + 1);
+  const std::int64_t sum = static_cast<std::int64_t>(size) * (size + 1) / 2 * (i % 2 + 1);
+  return static_cast<double>(sum / size * 4);
+}
+
+}  // namespace
+
 TEST_CASE("allreduce: in place, prescale and postscale on every dtype", "[allreduce]") {
   const int rank = hvd::rank(), size = hvd::size();
   // Small values and factors of 2 keep every dtype exact (int8 included at np=4).
@@ -48,10 +61,11 @@ TEST_CASE("allreduce: in place, prescale and postscale on every dtype", "[allred
     auto t = filled(dtype, {6, 7}, base);
     allreduce_async(t, t, {ReduceOp::Sum, std::string("scaled.") + dtype_name(dtype), 2.0, 3.0}).wait();
     CHECK(count_mismatches(*t, [&](std::int64_t i) { return 6 * size * (size + 1) / 2.0 * (i % 2 + 1); }) == 0);
-    // Average with factors: sum of (2 * base * 0.5), divided by size, times 4.
+    // Average with factors: sum of (2 * base * 0.5), divided by size (truncated for integers),
+    // times 4.
     auto avg = filled(dtype, {5}, [&](std::int64_t i) { return 2 * base(i); });
     allreduce_async(avg, avg, {ReduceOp::Average, std::string("scaled.average.") + dtype_name(dtype), 0.5, 4.0}).wait();
-    CHECK(count_mismatches(*avg, [&](std::int64_t i) { return 2.0 * (size + 1) * (i % 2 + 1); }) == 0);
+    CHECK(count_mismatches(*avg, [&](std::int64_t i) { return scaled_average(dtype, i, size); }) == 0);
   }
 }
 
@@ -78,7 +92,7 @@ TEST_CASE("allreduce: fused tensors of every dtype with prescale and postscale, 
   for (auto& h : handles) h.wait();
   for (std::size_t t = 0; t < in_place.size(); ++t) {
     INFO("tensor " << t << " of " << dtype_name(in_place[t]->dtype()));
-    CHECK(count_mismatches(*in_place[t], [&](std::int64_t i) { return 2.0 * (size + 1) * (i % 2 + 1); }) == 0);
+    CHECK(count_mismatches(*in_place[t], [&](std::int64_t i) { return scaled_average(in_place[t]->dtype(), i, size); }) == 0);
     CHECK(count_mismatches(*outputs[t], [&](std::int64_t i) { return 6 * size * (size + 1) / 2.0 * (i % 2 + 1); }) == 0);
     CHECK(count_mismatches(*sources[t], base) == 0);  // the input is left as it was
   }

@@ -32,10 +32,10 @@ TEST_CASE("scaling works for every dtype", "[half]") {
   std::int32_t ints[3] = {10, -7, 3};
   scale_host_buffer(ints, 3, hvd::DataType::Int32, 0.5);
   REQUIRE(ints[0] == 5);
-  REQUIRE(ints[1] == -4);  // -3.5 rounds to nearest, away from zero on ties
+  REQUIRE(ints[1] == -3);  // -3.5 truncates toward zero, as Horovod's integer scaling does
   std::int64_t six = 6;
   scale_host_buffer(&six, 1, hvd::DataType::Int64, 1.0 / 3);
-  REQUIRE(six == 2);  // not 1: 6 * (1/3) is just below 2 in binary
+  REQUIRE(six == 2);  // 6 * (1/3) rounds to exactly 2.0 in double
   std::uint16_t halves[2] = {float_to_half(3.0f), float_to_half(-1.0f)};
   scale_host_buffer(halves, 2, hvd::DataType::Float16, 0.25);
   REQUIRE(half_to_float(halves[0]) == 0.75f);
@@ -52,15 +52,15 @@ TEST_CASE("copy_scaled writes the scaled source and leaves the source alone", "[
   std::int32_t int_out[4] = {99, 99, 99, 99};
   copy_scaled(int_out, ints, 4, hvd::DataType::Int32, 0.5);
   CHECK(int_out[0] == 5);
-  CHECK(int_out[1] == -4);  // rounded as scale_host_buffer rounds
-  CHECK(int_out[2] == 2);
+  CHECK(int_out[1] == -3);  // truncated as scale_host_buffer truncates
+  CHECK(int_out[2] == 1);
   CHECK(int_out[3] == 0);
   CHECK(ints[1] == -7);
   const std::uint8_t bytes[3] = {200, 3, 1};
   std::uint8_t byte_out[3] = {};
   copy_scaled(byte_out, bytes, 3, hvd::DataType::UInt8, 0.25);
   CHECK(byte_out[0] == 50);
-  CHECK(byte_out[1] == 1);  // 0.75 rounds to nearest
+  CHECK(byte_out[1] == 0);  // 0.75 truncates
   CHECK(byte_out[2] == 0);
   const std::uint16_t halves[2] = {float_to_half(3.0f), float_to_half(-1.0f)};
   std::uint16_t half_out[2] = {};
