@@ -56,10 +56,7 @@ ProcessSetState& ProcessSetTable::open(std::vector<int> sorted_ranks, World& wor
   return set;
 }
 
-void ProcessSetTable::remove(int id) {
-  sets_.erase(id);
-  removed_[id] = true;
-}
+void ProcessSetTable::remove(int id) { sets_.erase(id); }
 
 std::vector<ProcessSetState*> ProcessSetTable::member_sets() {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -49,7 +49,10 @@ class ProcessSetTable {
   std::mutex& mutex() { return mutex_; }  // held by enqueue and by add/remove
   // Under mutex(): the set, or null when the id was never registered or was removed.
   ProcessSetState* find(int id);
-  bool was_removed(int id) const { return removed_.count(id) > 0; }
+  // Ids are handed out in order and never reused, so a removed set needs no record: an id below
+  // the next one that no set holds was removed. (A record per removal grew without bound over
+  // add/remove cycles.)
+  bool was_removed(int id) const { return id >= 0 && id < next_id_ && sets_.count(id) == 0; }
   // Under mutex(); background thread. Ids are assigned in call order, the same on every rank.
   ProcessSetState& add(std::vector<int> sorted_ranks);
   // add(), then the set's group, created collectively over every rank of `world` (each calls
@@ -70,7 +73,6 @@ class ProcessSetTable {
  private:
   mutable std::mutex mutex_;
   std::map<int, std::unique_ptr<ProcessSetState>> sets_;
-  std::map<int, bool> removed_;
   int next_id_ = 0;
 };
 
