@@ -26,14 +26,6 @@ std::string trimmed(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-bool valid_host_name(const std::string& host) {
-  if (host.empty() || host.size() > 255) return false;
-  for (char c : host)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
-      return false;
-  return true;
-}
-
 std::string last_line(const std::string& text) {
   std::string last;
   std::stringstream lines(text);
@@ -91,8 +83,8 @@ std::vector<HostSlots> parse_discovery_output(const std::string& output, const s
         throw bad("expected HOST or HOST:SLOTS with SLOTS a whole number >= 1");
       h.slots = std::stoi(slots);
     }
-    if (!valid_host_name(h.host))
-      throw bad("expected HOST or HOST:SLOTS (a host name has letters, digits, '.', '-', '_')");
+    if (const std::string why = host_name_problem(h.host); !why.empty())
+      throw bad("expected HOST or HOST:SLOTS; " + why);
     for (const auto& seen : hosts)
       if (seen.host == h.host) throw bad("host '" + h.host + "' is listed twice");
     hosts.push_back(h);

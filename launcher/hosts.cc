@@ -1,5 +1,6 @@
 #include "hosts.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -20,20 +21,13 @@ bool parse_slots(const std::string& text, int* slots) {
   return true;
 }
 
-// Host names go to mpirun as one argv element, but Open MPI splits -H on ',' and ':'.
-bool valid_host_name(const std::string& host) {
-  return !host.empty() && host.find_first_of(",: \t=#") == std::string::npos;
-}
-
 // "host" or "host:N" -> HostSlots; the error text says what was wrong, without context.
 bool parse_host_slots(const std::string& entry, HostSlots* out, std::string* why) {
   auto colon = entry.find(':');
   out->host = entry.substr(0, colon);
   out->slots = 1;
-  if (!valid_host_name(out->host)) {
-    *why = "bad host name '" + out->host + "'";
-    return false;
-  }
+  *why = host_name_problem(out->host);
+  if (!why->empty()) return false;
   if (colon != std::string::npos && !parse_slots(entry.substr(colon + 1), &out->slots)) {
     *why = "bad slot count '" + entry.substr(colon + 1) + "' for host '" + out->host +
            "' (a whole number >= 1)";
@@ -49,6 +43,16 @@ std::string strip(const std::string& s) {
 }
 
 }  // namespace
+
+std::string host_name_problem(const std::string& host) {
+  const std::string bad = "bad host name '" + host + "'";
+  if (host.empty()) return bad + " (empty)";
+  if (host.size() > 255) return bad + " (longer than 255 characters)";
+  for (char c : host)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
+      return bad + ": a host name has only letters, digits, '.', '-' and '_'";
+  return {};
+}
 
 std::vector<HostSlots> parse_host_list(const std::string& text) {
   std::vector<HostSlots> hosts;

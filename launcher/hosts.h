@@ -13,6 +13,13 @@ struct HostSlots {
   int slots = 1;
 };
 
+// The one check of a host name, for -H, hostfiles and discovery output alike, in every mode
+// (--dry-run included): letters, digits, '.', '-' and '_', at most 255 characters. A name can
+// then never carry shell syntax (';', '$(...)', backticks, spaces, quotes) into the ssh or srun
+// command lines hvdrun runs, or into the line --dry-run prints for a user to paste into a shell.
+// Returns "" when the name is good, else why not ("bad host name 'a;b': ...").
+std::string host_name_problem(const std::string& host);
+
 // "a:2,b,c:4" (a host without :N has one slot). Throws hvd::Error naming the bad entry.
 std::vector<HostSlots> parse_host_list(const std::string& text);
 

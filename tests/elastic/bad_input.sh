@@ -38,5 +38,10 @@ expect_contains "--dry-run shows discovery" "hvdrun: elastic: discovery offers l
 expect_contains "--dry-run caps at --max-np" "-np 2 -H localhost:2 " "$TMP/o"
 expect_contains "--dry-run names the job variable" "hvdrun: environment added: HOROVOD_ELASTIC_JOB=" "$TMP/o"
 if grep -q "START" "$TMP/o"; then fail "--dry-run ran the program"; else pass "--dry-run ran nothing"; fi
+# Discovery output goes through the same host-name check as -H, --dry-run included.
+printf '#!/bin/sh\necho localhost:1\necho "\\$(id):2"\n' >"$TMP/shell.sh"
+chmod +x "$TMP/shell.sh"
+expect_error "shell syntax from discovery, --dry-run" "host discovery script '$TMP/shell.sh' line 2: '\$(id):2': expected HOST or HOST:SLOTS; bad host name '\$(id)'" \
+  --dry-run -np 1 --host-discovery-script "$TMP/shell.sh" "$TRAIN" 1 8 4 2 0
 if wait_gone "$TMP/hangs.sh" 5; then pass "the hung script was killed"; else fail "the hung script was left running"; fi
 finish

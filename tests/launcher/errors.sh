@@ -34,6 +34,14 @@ expect_error "program not found, local hostfile" "program 'no-such-program-hvd' 
 expect_error "malformed hostfile" "hostfile $TMP/bad_hosts line 4: bad slot count 'two'" "$HVDRUN" -np 2 --hostfile "$TMP/bad_hosts" "$RANK_PROGRAM"
 expect_error "missing hostfile" "cannot read hostfile $TMP/none" "$HVDRUN" -np 2 --hostfile "$TMP/none" "$RANK_PROGRAM"
 expect_error "bad -H" "bad slot count 'x' for host 'a'" "$HVDRUN" -np 2 -H a:x "$RANK_PROGRAM"
+# Shell syntax in a host name is refused in every mode, --dry-run included (the line it prints
+# is one a user pastes into a shell), from -H and from a hostfile alike.
+for host in 'a;b' '$(id)' '`id`'; do
+  expect_error "-H '$host' --dry-run" "bad host name '$host': a host name has only letters" "$HVDRUN" --dry-run -np 2 -H "$host:2" "$RANK_PROGRAM"
+  expect_error "-H '$host'" "bad host name '$host'" "$HVDRUN" -np 2 -H "$host:2" "$RANK_PROGRAM"
+  printf '%s slots=2\n' "$host" >"$TMP/shell_hosts"
+  expect_error "hostfile '$host' --dry-run" "hostfile $TMP/shell_hosts line 1: bad host name '$host'" "$HVDRUN" --dry-run -np 2 --hostfile "$TMP/shell_hosts" "$RANK_PROGRAM"
+done
 expect_error "mpirun not found" "mpirun not found in PATH" env PATH="$TMP/empty" "$HVDRUN" -np 2 "$RANK_PROGRAM"
 expect_error "bad knob flag" "--cycle-time-ms 'soon': HOROVOD_CYCLE_TIME='soon' is not valid" "$HVDRUN" -np 2 --cycle-time-ms soon "$RANK_PROGRAM"
 expect_error "bad inherited knob" "HOROVOD_CACHE_CAPACITY='many' is not valid" env HOROVOD_CACHE_CAPACITY=many "$HVDRUN" -np 2 "$RANK_PROGRAM"

@@ -1,8 +1,10 @@
 // -H host lists and hostfiles: accepted forms and errors (with the hostfile line number).
 #include <catch2/catch.hpp>
 #include <sstream>
+#include <vector>
 
 #include "horovodcpp/horovod.h"
+#include "discovery.h"
 #include "hosts.h"
 
 using namespace hvd::launcher;
@@ -75,6 +77,28 @@ TEST_CASE("hostfile errors give the line number") {
   CHECK_THAT(hostfile_error("a slots=0\n"), Catch::Contains("line 1"));
   CHECK_THAT(hostfile_error("# nothing\n\n"), Catch::Contains("lists no hosts"));
   CHECK_THAT(hostfile_error("a=b slots=1\n"), Catch::Contains("bad host name 'a=b'"));
+}
+
+// One check (host_name_problem) for -H, hostfiles and discovery output: shell syntax never
+// reaches the ssh command line hvdrun runs or the one --dry-run prints.
+TEST_CASE("host names with shell syntax are refused from -H, hostfiles and discovery alike") {
+  for (const std::string name : std::vector<std::string>{"a;b", "$(id)", "`id`", "a|b", "a&b", "a'b", "a\"b", "a\\b", "a>b", "a$b", "a*",
+                                 "a(b)", "a\nb", std::string(256, 'a')}) {
+    INFO(name);
+    CHECK_THAT(host_name_problem(name), Catch::Contains("bad host name '" + name + "'"));
+    CHECK_THAT(list_error(name + ":2"), Catch::Contains("bad host name '" + name + "'"));
+    if (name.find('\n') == std::string::npos) {
+      CHECK_THAT(hostfile_error(name + " slots=2\n"), Catch::Contains("line 1") && Catch::Contains("bad host name"));
+      CHECK_THAT(hostfile_error("ok slots=1\n" + name + ":2\n"), Catch::Contains("line 2") && Catch::Contains("bad host name"));
+      CHECK_THROWS_WITH(hvd::launcher::parse_discovery_output(name + ":2\n", "d.sh", 1),
+                        Catch::Contains("line 1") && Catch::Contains("bad host name"));
+    }
+  }
+  CHECK_THAT(host_name_problem("a;b"), Catch::Contains("only letters, digits, '.', '-' and '_'"));
+  for (const std::string name : std::vector<std::string>{"node-1", "10.0.0.7", "gpu_3.cluster.example", "LOCALHOST", std::string(255, 'a')}) {
+    INFO(name);
+    CHECK(host_name_problem(name).empty());
+  }
 }
 
 TEST_CASE("a missing hostfile is an error naming it") {
