@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "timeline/json_escape.h"
+#include "timeline/output_file.h"
 
 namespace hvd::detail {
 namespace {
@@ -45,10 +46,10 @@ void append_json_arg_value(std::string& out, const std::string& value) {
 TimelineWriter::TimelineWriter(const std::string& path, int rank, std::int64_t start_wall_us,
                                TimelineWarning warn)
     : path_(path), warn_(std::move(warn)) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw TimelineError("timeline: cannot open '" + path + "' for writing: " + std::strerror(errno));
-  }
+  // See Note [Output files are never followed through links].
+  std::string why;
+  fd_ = open_output_file(path, &why);
+  if (fd_ < 0) throw TimelineError("timeline: " + why);
   // The header is an ordinary batch so that even an empty recording is a valid trace.
   // Every row, this one included, has a process and a thread name and sort indexes: viewers
   // otherwise show "Thread 22 (22)" and order rows by whim.

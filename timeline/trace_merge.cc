@@ -1,13 +1,15 @@
 #include "timeline/trace_merge.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "timeline/output_file.h"
 #include "timeline/trace_nesting.h"
 
 namespace hvd::timeline {
@@ -153,12 +155,14 @@ void write_trace(const std::vector<JsonValue>& events, const std::string& path) 
     events[i].dump_to(text);
   }
   text += "\n]\n";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    throw TraceError("merge: cannot open '" + path + "' for writing: " + std::strerror(errno));
-  out << text;
-  out.close();
-  if (!out) throw TraceError("merge: writing '" + path + "' failed");
+  // See Note [Output files are never followed through links].
+  std::string why;
+  const int fd = hvd::detail::open_output_file(path, &why);
+  if (fd < 0) throw TraceError("merge: " + why);
+  const bool written = hvd::detail::write_all(fd, text.data(), text.size());
+  const int saved = errno;
+  if (::close(fd) != 0 || !written)
+    throw TraceError("merge: writing '" + path + "' failed: " + std::strerror(written ? errno : saved));
 }
 
 }  // namespace hvd::timeline

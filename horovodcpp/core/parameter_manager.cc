@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
 #include "core/logging.h"
+#include "timeline/output_file.h"
 #include "horovodcpp/horovod.h"
 
 namespace hvd::detail {
@@ -51,11 +53,19 @@ ParameterManager::ParameterManager(AutotuneOptions options, TunableParameters in
   if (!options_.cache_tunable) initial_.cache_enabled = current_.cache_enabled = best_.cache_enabled = false;
   if (options_.max_samples == 0) done_ = true;  // no trials: the user's settings stay
   if (options_.log_path.empty()) return;
-  log_.open(options_.log_path, std::ios::out | std::ios::trunc);
-  if (!log_)
+  // See Note [Output files are never followed through links].
+  std::string why;
+  const int fd = open_output_file(options_.log_path, &why);
+  if (fd < 0) throw Error("HOROVOD_AUTOTUNE_LOG=" + why);
+  log_.reset(::fdopen(fd, "w"));
+  if (!log_) {
+    const int saved = errno;
+    ::close(fd);
     throw Error("HOROVOD_AUTOTUNE_LOG='" + options_.log_path + "': cannot open the file for writing (" +
-                std::strerror(errno) + ")");
-  log_ << kLogHeader << '\n' << std::flush;
+                std::strerror(saved) + ")");
+  }
+  std::fprintf(log_.get(), "%s\n", kLogHeader);
+  std::fflush(log_.get());
 }
 
 std::vector<double> ParameterManager::normalize(const TunableParameters& p) const {
@@ -179,7 +189,10 @@ void ParameterManager::write_sample(const TunableParameters& p, double score, do
   line.precision(6);
   line << seconds << ',' << phase;
   log_info("autotune: trial " + line.str());
-  if (log_.is_open()) log_ << line.str() << '\n' << std::flush;
+  if (log_) {
+    std::fprintf(log_.get(), "%s\n", line.str().c_str());
+    std::fflush(log_.get());
+  }
 }
 
 }  // namespace hvd::detail

@@ -29,8 +29,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -97,7 +98,7 @@ class ParameterManager {
 
   AutotuneOptions options_;
   BayesianOptimizer optimizer_;
-  std::ofstream log_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log_{nullptr, &std::fclose};  // HOROVOD_AUTOTUNE_LOG
   TunableParameters initial_, current_, best_;
   double best_score_ = -1;
   int logged_ = 0;  // CSV lines written after the header

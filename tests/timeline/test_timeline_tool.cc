@@ -2,7 +2,11 @@
 // the right message), and `merge`. (Strict JSON: test_timeline_strict.cc; summary:
 // test_timeline_summary.cc.)
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "timeline/timeline.h"
@@ -169,6 +173,19 @@ TEST_CASE("hvd-timeline check exits non-zero printing the first bad event with i
   CHECK(status == 2);
   CHECK_THAT(output, Catch::Contains("-o OUT"));
   ::unlink(path.c_str());
+}
+
+TEST_CASE("merge: an output path that is a symlink is refused; its target is untouched") {
+  const std::string target = temp_path("merge_link_target");
+  const std::string link = temp_path("merge_link");
+  { std::ofstream(target) << "the job's own file"; }
+  ::unlink(link.c_str());
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  CHECK_THROWS_WITH(write_trace({}, link), Catch::Contains("merge: '" + link + "' is a symbolic link"));
+  std::ifstream in(target);
+  CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) == "the job's own file");
+  ::unlink(link.c_str());
+  ::unlink(target.c_str());
 }
 
 TEST_CASE("merge: a row group per rank, the same row per tensor in every group") {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -325,6 +327,22 @@ TEST_CASE("a path that cannot be opened is an hvd::Error naming it") {
       t.start("/nonexistent-dir/x/timeline.json", 0, false),
       Catch::Contains("/nonexistent-dir/x/timeline.json") && Catch::Contains("cannot open"));
   CHECK_FALSE(t.enabled());
+}
+
+// See Note [Output files are never followed through links] (timeline/output_file.h).
+TEST_CASE("a symlink where the timeline goes is refused, naming the path; its target is untouched") {
+  const std::string target = temp_path("symlink_target");
+  const std::string link = temp_path("symlink");
+  { std::ofstream(target) << "the job's own file"; }
+  ::unlink(link.c_str());
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  Timeline t;
+  CHECK_THROWS_WITH(t.start(link, 0, false), Catch::Contains("timeline: '" + link + "' is a symbolic link"));
+  CHECK_FALSE(t.enabled());
+  std::ifstream in(target);
+  CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) == "the job's own file");
+  ::unlink(link.c_str());
+  ::unlink(target.c_str());
 }
 
 TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
