@@ -150,7 +150,7 @@ std::optional<std::vector<HostSlots>> Driver::wait_for_slots() {
       say("error: only " + have + " for longer than --elastic-timeout " +
           std::to_string(o_.elastic_timeout) + " s, fewer than --min-np " + std::to_string(min_np_) +
           "; giving up. The newest commit stays on each host in HOROVOD_ELASTIC_DIR (default "
-          "$TMPDIR/horovodcpp-elastic/" + job_ + "); set HOROVOD_ELASTIC_DIR to it to resume");
+          "$TMPDIR/horovodcpp-elastic-<uid>/" + job_ + "); set HOROVOD_ELASTIC_DIR to it to resume");
       return std::nullopt;
     }
     if (!said)

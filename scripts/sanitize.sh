@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lean sanitizer builds, separate from the main one: the core, the unit tests, the np=2 MPI tests
-# (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches) and the
-# codec fuzz test, under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), then the
+# (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
+# codec and commit-loader fuzz tests and the commit store's unit tests, under AddressSanitizer +
+# UndefinedBehaviorSanitizer (build-asan), then the
 # unit tests and the np=2 tests that exercise the core's threads under ThreadSanitizer
 # (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
 # runtime and NCCL at np=2 (its stream, finalizer and background threads; the emulation's stream
@@ -19,13 +20,13 @@ common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
 
 mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
              hvd_mpi_logging hvd_mpi_autotune hvd_init_must_fail hvd_fault_rank)
-asan_tests='^(unit_tests|codec_fuzz|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
+asan_tests='^(unit_tests|codec_fuzz|commit_fuzz|elastic_store_unit|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
 tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return)_np2)$'
 
 run_asan() {
   local b=${ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=address,undefined -DHVD_FUZZ_SECONDS="${FUZZ_SECONDS:-60}" >/dev/null
-  cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_codec_fuzz "${mpi_targets[@]}"
+  cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_codec_fuzz hvd_commit_fuzz test_elastic_store "${mpi_targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/sanitizers/ubsan.supp \

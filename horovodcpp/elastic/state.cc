@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "core/logging.h"
 #include "core/settings.h"
 #include "elastic/commit_store.h"
 #include "elastic/host_notice.h"
@@ -16,6 +18,8 @@ namespace hvd::elastic {
 namespace {
 
 using hvd::detail::CommitStore;
+using hvd::detail::log_warn;
+using hvd::detail::StoredCommit;
 
 std::vector<std::int64_t> allreduce_ints(std::vector<std::int64_t> values, ReduceOp op,
                                          const std::string& name) {
@@ -65,6 +69,15 @@ void say(const std::string& message) {
   const std::string line = "horovodcpp elastic: " + message + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+// Each rank's error with the store (a directory that is not this user's alone, a failed write)
+// becomes an error on every rank: a rank that stopped alone would leave the others waiting.
+void throw_if_any_failed(const std::string& failure, const std::string& what, const std::string& name) {
+  const std::int64_t failed = allreduce_int(failure.empty() ? -1 : rank(), ReduceOp::Max, name);
+  if (failed < 0) return;
+  if (!failure.empty()) throw Error(what + " failed on rank " + std::to_string(rank()) + ": " + failure);
+  throw Error(what + " failed on rank " + std::to_string(failed) + " (see its error)");
 }
 
 }  // namespace
@@ -117,7 +130,14 @@ void State::sync() {
 
 void State::restore() {
   const CommitStore store(store_dir());
-  const std::int64_t mine = store.newest_id();
+  std::int64_t mine = 0;
+  std::string failure;
+  try {
+    mine = store.newest_id();  // warns about every damaged or foreign file it skips
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  throw_if_any_failed(failure, "elastic restore", "hvd.elastic.store");
   const std::int64_t newest = allreduce_int(mine, ReduceOp::Max, "hvd.elastic.newest");
   if (newest == 0) {
     say("no commit in " + store.dir() + ": starting from rank 0's state at size " +
@@ -130,10 +150,18 @@ void State::restore() {
   std::string payload;
   std::int64_t taken_at = 0;
   if (rank() == holder) {
-    auto commit = store.read(newest);
+    std::string problem;
+    std::optional<StoredCommit> commit;
+    try {
+      commit = store.read(newest, &problem);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
     if (commit) {
       payload = std::move(commit->payload);
       taken_at = commit->world_size;
+    } else {
+      log_warn("elastic restore: " + problem);
     }
   }
   taken_at = allreduce_int(taken_at, ReduceOp::Max, "hvd.elastic.taken_at");
@@ -141,8 +169,16 @@ void State::restore() {
   if (taken_at == 0) throw Error("elastic restore: rank " + std::to_string(holder) +
                                  " could no longer read commit " + std::to_string(newest));
   deserialize(payload);
-  if (local_rank() == 0 && mine != newest)
-    CommitStore(store_dir()).write({newest, static_cast<int>(taken_at), payload});
+  failure.clear();
+  if (local_rank() == 0 && mine != newest) {
+    try {
+      CommitStore(store_dir()).write({newest, static_cast<int>(taken_at), payload});
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  throw_if_any_failed(failure, "elastic restore (storing this host's copy of commit " + std::to_string(newest) + ")",
+                      "hvd.elastic.copied");
   commit_id_ = newest;
   restored_world_size_ = static_cast<int>(taken_at);
   say("resumed from commit " + std::to_string(newest) + " (taken at size " +
@@ -167,7 +203,13 @@ void run_elastic(State& state, const std::function<void()>& train) {
   }
   // Every rank finished: a job-named store (not one the user chose) has served its purpose.
   barrier();
-  if (local_rank() == 0 && !user_chose_dir()) CommitStore(state.store_dir()).remove_all();
+  if (local_rank() == 0 && !user_chose_dir()) {
+    try {
+      CommitStore(state.store_dir()).remove_all();
+    } catch (const std::exception& e) {
+      log_warn(std::string("elastic: the job's commits were left in place: ") + e.what());
+    }
+  }
 }
 
 }  // namespace detail

@@ -30,6 +30,8 @@ expect_contains "relaunch at 4" "elastic: launch 3 (hosts changed): np 4 on loca
 expect_contains "on_reset ran at the new size" "RESET launch=" "$out"
 $CHECK_RUN "$out" $EPOCHS $SAMPLES --launches 3 --sizes 4,3,4 --kill-time "$kill_time" | tee "$TMP/check"
 expect_eq "cross-launch checks" 0 "${PIPESTATUS[0]}"
-left=$(find "$TMP/horovodcpp-elastic" -name 'commit-*' 2>/dev/null | wc -l)
+# The default store is per user: $TMPDIR/horovodcpp-elastic-<uid>/<job> (the per-user directory stays).
+[ -d "$TMP/horovodcpp-elastic-$(id -u)" ] && pass "the per-user store directory" || fail "no $TMP/horovodcpp-elastic-$(id -u)"
+left=$(find "$TMP/horovodcpp-elastic-$(id -u)" -name 'commit-*' 2>/dev/null | wc -l)
 expect_eq "the job-named commit store is removed after success" 0 "$left"
 finish

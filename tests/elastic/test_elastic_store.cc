@@ -72,10 +72,10 @@ TEST_CASE("a torn or corrupted newest commit is skipped for the one before") {
   std::system(("rm -rf " + store.dir()).c_str());
 }
 
-TEST_CASE("HOROVOD_ELASTIC_DIR wins over the job-named default under TMPDIR") {
+TEST_CASE("HOROVOD_ELASTIC_DIR wins over the per-user, job-named default under TMPDIR") {
   unsetenv("HOROVOD_ELASTIC_DIR");
   setenv("TMPDIR", "/var/tmp/x", 1);
-  CHECK(hvd::detail::elastic_dir("job1") == "/var/tmp/x/horovodcpp-elastic/job1");
+  CHECK(hvd::detail::elastic_dir("job1") == "/var/tmp/x/horovodcpp-elastic-" + std::to_string(geteuid()) + "/job1");
   setenv("HOROVOD_ELASTIC_DIR", "/data/commits", 1);
   CHECK(hvd::detail::elastic_dir("job1") == "/data/commits");
   unsetenv("HOROVOD_ELASTIC_DIR");
