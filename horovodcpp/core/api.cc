@@ -142,6 +142,62 @@ std::string name_or_generated(detail::Runtime& rt, const std::string& name, cons
   return rt.generate_name(set.id() > 0 ? std::string(prefix) + ".set" + std::to_string(set.id()) : prefix);
 }
 
+// Note [A collective one rank cannot run fails on every rank]
+// A rank that finds it cannot run a collective its peers run (bad arguments here only, such as
+// alltoall splits that do not add up; a front end's round that failed) must not simply stay
+// away: its peers would wait for it for good. It sends a request carrying the reason instead
+// (Request::error, hvd::withdraw). That request counts as its submission: once every rank has
+// submitted or withdrawn the name, the coordinator answers with an Error naming the rank and the
+// reason, and every rank's handle for it fails. The rank's own caller gets the error at once.
+
+// A stand-in request for `name`, for withdraw_requests.
+detail::Request named(detail::RequestType type, const std::string& name, const std::string& group = {},
+                      int group_size = 0) {
+  detail::Request r;
+  r.type = type;
+  r.name = name;
+  r.group = group;
+  r.group_size = group_size;
+  return r;
+}
+
+// Enqueues `requests`, each carrying `reason`, under one handle without tensors. Names already in
+// flight on this rank are left alone (their own request stands).
+Handle withdraw_requests(detail::Runtime& rt, int set, std::vector<detail::Request> requests, const std::string& reason) {
+  std::vector<detail::TensorTableEntry> entries;
+  for (auto& r : requests) {
+    r.error = reason.empty() ? std::string("no reason given") : reason;
+    detail::TensorTableEntry e;  // no tensor: the request alone stands for this rank
+    e.name = r.name;
+    e.type = r.type;
+    entries.push_back(std::move(e));
+  }
+  return Handle(rt.enqueue(std::move(entries), std::move(requests), set));
+}
+
+// Runs this rank's argument checks of a collective; when one throws, its names are withdrawn
+// before the error reaches the caller. See Note [A collective one rank cannot run fails on every rank].
+template <class Checks>
+void check_or_withdraw(detail::Runtime& rt, int set, const std::vector<detail::Request>& requests, Checks&& checks) {
+  try {
+    checks();
+  } catch (const Error& e) {
+    try {
+      withdraw_requests(rt, set, requests, e.what());
+    } catch (const Error&) {
+      // In flight here already, or the runtime stopped: nothing more to tell the peers.
+    }
+    throw;
+  }
+}
+
+std::vector<detail::Request> group_members(detail::RequestType type, const std::string& group, std::size_t n) {
+  std::vector<detail::Request> out;
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(named(type, group + "." + std::to_string(i), group, static_cast<int>(n)));
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -239,8 +295,11 @@ Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions
   const int set = set_for(rt, options.process_set, "allreduce", name);
   auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
   submitted.reduction = detail::reduction_of(options);
-  return enqueue_one(rt, detail::checked_entry(detail::RequestType::Allreduce, "allreduce", name, std::move(submitted)),
-                     set);
+  detail::TensorTableEntry e;
+  check_or_withdraw(rt, set, {named(detail::RequestType::Allreduce, name)}, [&] {
+    e = detail::checked_entry(detail::RequestType::Allreduce, "allreduce", name, std::move(submitted));
+  });
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
@@ -248,17 +307,19 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
   auto& rt = runtime("hvd::grouped_allreduce");
   const std::string group = name_or_generated(rt, options.name, "grouped_allreduce", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allreduce", group);
-  check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
-  if (outputs.size() != inputs.size())
-    throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
-                std::to_string(outputs.size()) + " outputs");
   std::vector<detail::TensorTableEntry> entries;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    auto submitted = with_output(inputs[i], outputs[i], ready.empty() ? nullptr : ready[i]);
-    submitted.reduction = detail::reduction_of(options);
-    entries.push_back(detail::checked_entry(detail::RequestType::Allreduce, "grouped_allreduce",
-                                            group + "." + std::to_string(i), std::move(submitted)));
-  }
+  check_or_withdraw(rt, set, group_members(detail::RequestType::Allreduce, group, inputs.size()), [&] {
+    check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
+    if (outputs.size() != inputs.size())
+      throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
+                  std::to_string(outputs.size()) + " outputs");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      auto submitted = with_output(inputs[i], outputs[i], ready.empty() ? nullptr : ready[i]);
+      submitted.reduction = detail::reduction_of(options);
+      entries.push_back(detail::checked_entry(detail::RequestType::Allreduce, "grouped_allreduce",
+                                              group + "." + std::to_string(i), std::move(submitted)));
+    }
+  });
   return enqueue_group(rt, group, std::move(entries), set);
 }
 
@@ -267,13 +328,15 @@ Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator al
   auto& rt = runtime("hvd::grouped_allgather");
   const std::string group = name_or_generated(rt, options.name, "grouped_allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allgather", group);
-  check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    entries.push_back(detail::checked_entry(detail::RequestType::Allgather, "grouped_allgather",
-                                            group + "." + std::to_string(i),
-                                            allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i])));
-  }
+  check_or_withdraw(rt, set, group_members(detail::RequestType::Allgather, group, inputs.size()), [&] {
+    check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      entries.push_back(detail::checked_entry(detail::RequestType::Allgather, "grouped_allgather",
+                                              group + "." + std::to_string(i),
+                                              allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i])));
+    }
+  });
   return enqueue_group(rt, group, std::move(entries), set);
 }
 
@@ -282,14 +345,16 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
   auto& rt = runtime("hvd::grouped_reducescatter");
   const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_reducescatter", group);
-  check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
   std::vector<detail::TensorTableEntry> entries;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    auto submitted = allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i]);
-    submitted.reduction = detail::reduction_of(options);
-    entries.push_back(detail::checked_entry(detail::RequestType::Reducescatter, "grouped_reducescatter",
-                                            group + "." + std::to_string(i), std::move(submitted)));
-  }
+  check_or_withdraw(rt, set, group_members(detail::RequestType::Reducescatter, group, inputs.size()), [&] {
+    check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      auto submitted = allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i]);
+      submitted.reduction = detail::reduction_of(options);
+      entries.push_back(detail::checked_entry(detail::RequestType::Reducescatter, "grouped_reducescatter",
+                                              group + "." + std::to_string(i), std::move(submitted)));
+    }
+  });
   return enqueue_group(rt, group, std::move(entries), set);
 }
 
@@ -298,10 +363,12 @@ Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const A
   auto& rt = runtime("hvd::allgather");
   const std::string name = name_or_generated(rt, options.name, "allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "allgather", name);
-  return enqueue_one(rt,
-                     detail::checked_entry(detail::RequestType::Allgather, "allgather", name,
-                                           allocating(std::move(input), std::move(allocate_output), std::move(ready))),
-                     set);
+  detail::TensorTableEntry e;
+  check_or_withdraw(rt, set, {named(detail::RequestType::Allgather, name)}, [&] {
+    e = detail::checked_entry(detail::RequestType::Allgather, "allgather", name,
+                              allocating(std::move(input), std::move(allocate_output), std::move(ready)));
+  });
+  return enqueue_one(rt, std::move(e), set);
 }
 
 Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options, ReadyEventPtr ready) {
@@ -309,18 +376,21 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
   const std::string name = name_or_generated(rt, options.name, "broadcast", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "broadcast", name, &members);
-  auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
-  auto e = detail::checked_entry(detail::RequestType::Broadcast, "broadcast", name, std::move(submitted));
   // As in Horovod, the root is a global rank, and it must be in the set; the collective itself
   // runs on the set's communicator, where the root is its index among the members.
   const auto root_at = std::find(members.begin(), members.end(), options.root);
-  if (root_at == members.end()) {
-    if (set == 0)
-      throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
-                  std::to_string(members.size()) + ")");
-    throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
-                options.process_set.describe());
-  }
+  detail::TensorTableEntry e;
+  check_or_withdraw(rt, set, {named(detail::RequestType::Broadcast, name)}, [&] {
+    auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
+    e = detail::checked_entry(detail::RequestType::Broadcast, "broadcast", name, std::move(submitted));
+    if (root_at == members.end()) {
+      if (set == 0)
+        throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
+                    std::to_string(members.size()) + ")");
+      throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
+                  options.process_set.describe());
+    }
+  });
   e.root = static_cast<int>(root_at - members.begin());
   return enqueue_one(rt, std::move(e), set);
 }
@@ -331,28 +401,31 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
   const std::string name = name_or_generated(rt, options.name, "alltoall", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "alltoall", name, &members);
-  auto e = detail::checked_entry(detail::RequestType::Alltoall, "alltoall", name,
-                                 allocating(std::move(input), std::move(allocate_output), std::move(ready)));
-  const int size = static_cast<int>(members.size());
-  const std::int64_t rows = e.input->shape().front();
   std::vector<std::int64_t> splits = options.splits;
-  if (splits.empty()) {
-    if (rows % size != 0)
-      throw Error("alltoall of '" + name + "': first dimension " + std::to_string(rows) +
-                  " is not divisible by the " + std::to_string(size) + " ranks; pass splits");
-    splits.assign(size, rows / size);
-  }
-  if (static_cast<int>(splits.size()) != size)
-    throw Error("alltoall of '" + name + "': " + std::to_string(splits.size()) + " splits for " +
-                std::to_string(size) + " ranks");
-  std::int64_t total = 0;
-  for (auto s : splits) {
-    if (s < 0) throw Error("alltoall of '" + name + "': negative split " + std::to_string(s));
-    total += s;
-  }
-  if (total != rows)
-    throw Error("alltoall of '" + name + "': splits sum to " + std::to_string(total) + " but the first dimension is " +
-                std::to_string(rows));
+  detail::TensorTableEntry e;
+  check_or_withdraw(rt, set, {named(detail::RequestType::Alltoall, name)}, [&] {
+    e = detail::checked_entry(detail::RequestType::Alltoall, "alltoall", name,
+                              allocating(std::move(input), std::move(allocate_output), std::move(ready)));
+    const int size = static_cast<int>(members.size());
+    const std::int64_t rows = e.input->shape().front();
+    if (splits.empty()) {
+      if (rows % size != 0)
+        throw Error("alltoall of '" + name + "': first dimension " + std::to_string(rows) +
+                    " is not divisible by the " + std::to_string(size) + " ranks; pass splits");
+      splits.assign(size, rows / size);
+    }
+    if (static_cast<int>(splits.size()) != size)
+      throw Error("alltoall of '" + name + "': " + std::to_string(splits.size()) + " splits for " +
+                  std::to_string(size) + " ranks");
+    std::int64_t total = 0;
+    for (auto s : splits) {
+      if (s < 0) throw Error("alltoall of '" + name + "': negative split " + std::to_string(s));
+      total += s;
+    }
+    if (total != rows)
+      throw Error("alltoall of '" + name + "': splits sum to " + std::to_string(total) +
+                  " but the first dimension is " + std::to_string(rows));
+  });
   e.splits = std::move(splits);
   return enqueue_one(rt, std::move(e), set);
 }
@@ -364,10 +437,19 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
   const int set = set_for(rt, options.process_set, "reducescatter", name);
   auto submitted = allocating(std::move(input), std::move(allocate_output), std::move(ready));
   submitted.reduction = detail::reduction_of(options);
-  return enqueue_one(rt,
-                     detail::checked_entry(detail::RequestType::Reducescatter, "reducescatter", name,
-                                           std::move(submitted)),
-                     set);
+  detail::TensorTableEntry e;
+  check_or_withdraw(rt, set, {named(detail::RequestType::Reducescatter, name)}, [&] {
+    e = detail::checked_entry(detail::RequestType::Reducescatter, "reducescatter", name, std::move(submitted));
+  });
+  return enqueue_one(rt, std::move(e), set);
+}
+
+Handle withdraw(const std::string& name, const std::string& reason, const ProcessSet& process_set) {
+  auto& rt = runtime("hvd::withdraw");
+  if (name.empty()) throw Error("hvd::withdraw: the collective's name is empty");
+  check_name("hvd::withdraw", name);
+  const int set = set_for(rt, process_set, "hvd::withdraw", name);
+  return withdraw_requests(rt, set, {named(detail::RequestType::Allreduce, name)}, reason);
 }
 
 void barrier(const ProcessSet& process_set) {

@@ -162,6 +162,7 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     w.pod<std::int32_t>(r.group_size);
     w.pod<double>(r.waited_seconds);
     w.pod<std::int32_t>(r.process_set_id);
+    w.str(r.error);
   }
   return w.take();
 }
@@ -219,6 +220,7 @@ bool RequestListReader::next(Request* r) {
   if (!(r->waited_seconds >= 0 && r->waited_seconds < 1e9))  // also refuses NaN
     throw CodecError("corrupt message: waited seconds " + std::to_string(r->waited_seconds));
   r->process_set_id = rd.pod<std::int32_t>("process set id");
+  rd.str_into(&r->error, "error");
   r->submitted = {};
   pos_ = rd.position();
   --left_;

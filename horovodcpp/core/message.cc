@@ -19,7 +19,7 @@ bool Request::same_collective(const Request& o) const {
   return type == o.type && name == o.name && dtype == o.dtype && shape == o.shape && device == o.device &&
          reduce_op == o.reduce_op && prescale_factor == o.prescale_factor &&
          postscale_factor == o.postscale_factor && root == o.root && group == o.group &&
-         group_size == o.group_size && process_set_id == o.process_set_id;
+         group_size == o.group_size && process_set_id == o.process_set_id && error == o.error;
 }
 
 std::int64_t Response::total_bytes() const {

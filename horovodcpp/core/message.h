@@ -45,6 +45,11 @@ struct Request {
   double waited_seconds = 0;
   // The process set it belongs to (0: the global set); each set negotiates on its own.
   std::int32_t process_set_id = 0;
+  // Non-empty: this rank will not run the collective, and why (it failed here before it could
+  // be submitted, or a front end withdrew it). It stands in for the rank's request, so the name
+  // completes, with an Error response naming this rank and the reason, on every rank that
+  // submitted it. See Note [A collective one rank cannot run fails on every rank].
+  std::string error;
   // Local only (neither encoded nor compared): when this rank submitted it. Cycles start on
   // demand, so a request can wait for one; the stall clock of a cached request starts here.
   std::chrono::steady_clock::time_point submitted{};

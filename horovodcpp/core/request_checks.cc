@@ -43,6 +43,25 @@ std::string check_requests(const std::vector<Request>& arrived, int size, const 
   const auto by_rank = [](const Request* x, const Request* y) { return x->rank < y->rank; };
   if (!std::is_sorted(requests.begin(), requests.end(), by_rank)) std::sort(requests.begin(), requests.end(), by_rank);
   const Request& a = *requests.front();
+  // A rank that cannot run it said so in its request: that is the error, whatever else differs.
+  std::vector<int> failed;
+  const Request* first = nullptr;
+  for (const Request* r : requests) {
+    if (r->error.empty()) continue;
+    failed.push_back(r->rank);
+    if (first == nullptr) first = r;
+  }
+  if (first != nullptr) {
+    std::ostringstream out;
+    out << request_type_name(first->type) << " of '" << display_name(first->name) << "' cannot run: rank " << first->rank
+        << " did not submit it (" << first->error << ")";
+    if (failed.size() > 1) {
+      out << "; ranks";
+      for (std::size_t i = 0; i < failed.size(); ++i) out << (i ? ", " : " ") << failed[i];
+      out << " did not submit it either";
+    }
+    return out.str();
+  }
   const CollectiveTraits& traits = traits_of(a.type);
   for (const Request* each : requests) {
     const Request& b = *each;

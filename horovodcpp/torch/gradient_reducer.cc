@@ -102,7 +102,11 @@ GradientReducer::GradientReducer(const NamedTensors& named_parameters, const Dis
     if (!seen.insert(item.key()).second)
       throw Error(std::string(kWho) + ": parameter name '" + item.key() + "' appears twice in named_parameters");
     names_.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    named_.emplace_back(item.key(), item.value());
   }
+  // The ranks compare these parameters in every round of reductions, the first included, before
+  // any gradient of it is written back: not here, since ranks may build different numbers of
+  // optimizers (an extra one on one rank), and a collective here could not be matched.
   refresh(groups);
 }
 
@@ -211,6 +215,7 @@ void GradientReducer::on_gradient(std::size_t index) {
 void GradientReducer::finish_backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string failure = reduce_all();
+  if (model_differs_) throw Error(failure);
   if (!failure.empty())
     throw Error(std::string(kWho) + ": " + failure +
                 " (the gradients that failed stay unreduced; step() retries them and does not step before)");
@@ -276,15 +281,17 @@ void GradientReducer::start_allreduce(Slot& slot) {
 }
 
 std::string GradientReducer::reduce_all() {
+  model_differs_ = false;
   const bool round = std::any_of(slots_.begin(), slots_.end(), [this](const Slot& s) {
     return s.handle.valid() || (!s.reduced && takes_part(s));
   });
   if (!round) return {};
-  // Which parameters have a gradient here; their sum over ranks tells, for each parameter
-  // this rank fills with zeros, whether any rank had one. One rank in every round sends it, so
-  // every rank does.
-  at::Tensor present = at::zeros({static_cast<std::int64_t>(slots_.size())}, at::kFloat);
-  float* here = present.data_ptr<float>();
+  // The round's one small allreduce (op Max), after the gradients: for each parameter this rank
+  // fills with zeros, whether any rank had a gradient for it; then the digest of this rank's
+  // parameters (see Note [A model that differs between ranks fails on every rank]).
+  const std::int64_t n = static_cast<std::int64_t>(slots_.size());
+  at::Tensor check = at::zeros({n + 2}, at::kLong);
+  std::int64_t* here = check.data_ptr<std::int64_t>();
   std::vector<bool> filled(slots_.size(), false);
   std::string failure;
   // The round's allreduces reach the background thread together and start a cycle at once.
@@ -297,7 +304,7 @@ std::string GradientReducer::reduce_all() {
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     Slot& slot = slots_[i];
     if (!takes_part(slot)) continue;
-    here[i] = slot.param.grad().defined() ? 1.0f : 0.0f;
+    here[i] = slot.param.grad().defined() ? 1 : 0;
     if (slot.reduced || slot.handle.valid()) continue;
     filled[i] = !slot.param.grad().defined();
     try {
@@ -306,25 +313,99 @@ std::string GradientReducer::reduce_all() {
       if (failure.empty()) failure = e.what();  // names the parameter
     }
   }
-  // With the gradients' own op and scale factors, so it fuses with float32 gradients into one
-  // collective: the result (a count or an average of counts) is positive exactly where some
-  // rank had a gradient.
-  AllreduceOptions flags = wire_options_;
-  flags.name = options_.name + "#gradients_present";
-  auto present_wire = wrap(present);
-  hvd::Handle present_handle = hvd::allreduce_async(present_wire, present_wire, flags);
+  const ParameterList mine = describe_parameters();
+  const auto digest = digest_words(mine);
+  here[n] = digest[0];
+  here[n + 1] = digest[1];
+  AllreduceOptions flags;
+  flags.process_set = options_.process_set;
+  flags.op = ReduceOp::Max;
+  flags.name = options_.name + "#round";
+  auto check_wire = wrap(check);
+  hvd::Handle check_handle = hvd::allreduce_async(check_wire, check_wire, flags);
   batch.reset();
-  const std::string wait_failure = write_back();
+  // The check first: when the ranks' parameters differ, some gradients below never complete.
+  std::string check_failure;
   try {
-    present_handle.wait();
-    // `here` now holds the sum over ranks. No rank had a gradient: leave it undefined, as one process would, so the optimizer skips
-    // the parameter instead of stepping it with zeros (momentum, weight decay).
-    for (std::size_t i = 0; i < slots_.size(); ++i)
-      if (filled[i] && !(here[i] > 0.0f) && slots_[i].reduced) slots_[i].param.mutable_grad().reset();
+    check_handle.wait();
   } catch (const std::exception& e) {
-    if (failure.empty() && wait_failure.empty()) failure = std::string("gradients_present: ") + e.what();
+    check_failure = e.what();
   }
+  if (!check_failure.empty() || !same_digest_everywhere({here[n], here[n + 1]})) {
+    return fail_round(mine, check_failure.empty() ? std::string("the parameter check of this round failed")
+                                                  : "the parameter check of this round failed: " + check_failure);
+  }
+  const std::string wait_failure = write_back();
+  // `here` now holds, per parameter, whether any rank had a gradient. No rank had one: leave it
+  // undefined, as one process would, so the optimizer skips the parameter instead of stepping it
+  // with zeros (momentum, weight decay).
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (filled[i] && here[i] == 0 && slots_[i].reduced) slots_[i].param.mutable_grad().reset();
   return failure.empty() ? wait_failure : failure;
+}
+
+ParameterList GradientReducer::describe_parameters() const {
+  ParameterList list;
+  list.optimizer = options_.name;
+  std::unordered_map<const void*, const Slot*> slot_of;
+  std::unordered_map<const void*, int> index_of;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    slot_of.emplace(slots_[i].param.unsafeGetTensorImpl(), &slots_[i]);
+    index_of.emplace(slots_[i].param.unsafeGetTensorImpl(), static_cast<int>(i));
+  }
+  for (const auto& [name, param] : named_) {
+    ParameterEntry e;
+    e.name = name;
+    e.dtype = c10::toString(param.scalar_type());
+    e.shape = shape_string(TensorShape(param.sizes().begin(), param.sizes().end()));
+    e.requires_grad = param.requires_grad();
+    auto it = slot_of.find(param.unsafeGetTensorImpl());
+    if (it != slot_of.end()) {
+      e.slot = index_of.at(param.unsafeGetTensorImpl());
+      e.in_flight = it->second->handle.valid();
+    }
+    list.entries.push_back(std::move(e));
+  }
+  return list;
+}
+
+std::string GradientReducer::fail_round(const ParameterList& mine, const std::string& fallback) {
+  std::string difference, unexchanged;
+  std::vector<ParameterList> lists;
+  try {
+    lists = gather_parameters(mine, options_.process_set, options_.name + "#parameters");
+    difference = describe_difference(lists, options_.process_set.ranks());
+  } catch (const std::exception& e) {
+    unexchanged = std::string(" (and the ranks' parameter lists could not be compared: ") + e.what() + ")";
+  }
+  model_differs_ = !difference.empty();
+  const std::string message = model_differs_ ? difference : fallback + unexchanged;
+  // Gradients some rank has in flight that this rank will never submit: withdrawn, so the ranks
+  // waiting for them fail with this message. See Note [A collective one rank cannot run fails on
+  // every rank] (core/api.cc).
+  std::unordered_set<std::string> own;
+  for (const auto& e : mine.entries)
+    if (e.in_flight) own.insert(e.name);
+  std::unordered_set<std::string> withdrawn;
+  std::vector<hvd::Handle> withdrawals;
+  for (const auto& list : lists)
+    for (const auto& e : list.entries)
+      if (e.in_flight && !own.count(e.name) && withdrawn.insert(e.name).second) {
+        try {
+          withdrawals.push_back(hvd::withdraw(list.optimizer + "." + e.name, message, options_.process_set));
+        } catch (const std::exception&) {
+          // In flight here under another optimizer, or stopped: nothing more to tell.
+        }
+      }
+  discard_in_flight();  // this rank's own: they complete (or fail) now
+  for (auto& h : withdrawals) {
+    try {
+      h.wait();
+    } catch (const std::exception&) {
+      // Fails by design, with `message`.
+    }
+  }
+  return message;
 }
 
 // A slot counts as reduced only when its allreduce succeeded; a failed one is retried by the
@@ -366,6 +447,7 @@ void GradientReducer::synchronize() {
   if (size_ == 1) return;
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string failure = reduce_all();
+  if (model_differs_) throw Error(failure);
   if (!failure.empty())
     throw Error(std::string(kWho) + "::synchronize(): " + failure +
                 " (the gradients that failed stay unreduced; step() retries them and does not step before)");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "horovodcpp/torch.h"
+#include "parameter_agreement.h"
 
 namespace hvd::torch::detail {
 
@@ -110,10 +111,18 @@ class GradientReducer {
   std::string reduce_all();
   std::string write_back();          // mutex_ held; returns the first failure
   void discard_in_flight();          // mutex_ held
+  // See Note [A model that differs between ranks fails on every rank] (parameter_agreement.h).
+  ParameterList describe_parameters() const;  // mutex_ held
+  // A round whose parameter check failed: every rank's lists compared, the gradients this rank
+  // will never submit withdrawn, this rank's own discarded. Returns the message every rank throws
+  // (or `fallback` when the lists cannot be exchanged). mutex_ held.
+  std::string fail_round(const ParameterList& mine, const std::string& fallback);
 
   DistributedOptimizerOptions options_;
   AllreduceOptions wire_options_;
   std::unordered_map<const void*, std::string> names_;  // every named parameter, by identity
+  std::vector<std::pair<std::string, at::Tensor>> named_;  // the same, in the order given
+  bool model_differs_ = false;  // the last failure was a parameter mismatch (thrown as it is)
   std::vector<Slot> slots_;
   std::unordered_set<const void*> known_;  // parameters that have a slot
   int size_;

@@ -187,3 +187,40 @@ TEST_CASE("a mismatch inside a grouped allgather or reducescatter fails the grou
   }
   require_next_operation_works("after.grouped");
 }
+
+// See Note [A collective one rank cannot run fails on every rank] (core/api.cc).
+TEST_CASE("a collective refused on one rank before submission fails on every rank, naming it", "[errors][withdraw]") {
+  const int size = hvd::size(), last = size - 1;
+  const bool odd = hvd::rank() == last;
+  auto t = filled(DataType::Float32, {2 * size}, [](std::int64_t i) { return i; });
+  // Alltoall splits that do not add up on the last rank only: it throws at once; the others'
+  // handles fail with its reason instead of waiting for it.
+  std::vector<std::int64_t> splits(size, 2);
+  if (odd) splits[0] = 3;
+  const std::string reason = "alltoall of 'withdrawn.alltoall': splits sum to " + std::to_string(2 * size + 1);
+  if (odd) {
+    CHECK_THROWS_WITH(alltoall_async(t, host_allocator(), {splits, "withdrawn.alltoall"}), Catch::Contains(reason));
+  } else {
+    CHECK_THAT(failure_of(alltoall_async(t, host_allocator(), {splits, "withdrawn.alltoall"})),
+               Catch::Contains("ALLTOALL of 'withdrawn.alltoall' cannot run: rank " + std::to_string(last) +
+                               " did not submit it (" + reason));
+  }
+  require_next_operation_works("after.withdrawn.alltoall");
+  // The same for a broadcast root out of range on one rank, and for a name withdrawn by hand.
+  if (odd) {
+    CHECK_THROWS_WITH(broadcast_async(t, t, {size, "withdrawn.broadcast"}), Catch::Contains("out of range"));
+  } else {
+    CHECK_THAT(failure_of(broadcast_async(t, t, {0, "withdrawn.broadcast"})),
+               Catch::Contains("rank " + std::to_string(last) + " did not submit it") && Catch::Contains("out of range"));
+  }
+  if (odd) {
+    CHECK_THAT(failure_of(hvd::withdraw("withdrawn.by_hand", "no data here")),
+               Catch::Contains("rank " + std::to_string(last) + " did not submit it (no data here)"));
+  } else {
+    CHECK_THAT(failure_of(allreduce_async(t, t, {ReduceOp::Sum, "withdrawn.by_hand"})),
+               Catch::Contains("ALLREDUCE of 'withdrawn.by_hand' cannot run: rank " + std::to_string(last) +
+                               " did not submit it (no data here)"));
+  }
+  CHECK_THROWS_WITH(hvd::withdraw("", "x"), Catch::Contains("the collective's name is empty"));
+  require_next_operation_works("after.withdrawn.all");
+}

@@ -379,3 +379,37 @@ TEST_CASE("a shutdown wish on one rank reaches every rank in the same cycle", "[
   CHECK(who[1] == std::vector<int>{1});
 }
 
+
+// See Note [A collective one rank cannot run fails on every rank] (core/api.cc).
+TEST_CASE("a rank that withdraws a name fails it on every rank, naming the rank and the reason", "[controller][errors]") {
+  for (bool cached : {false, true}) {
+    INFO((cached ? "after the name was cached" : "a fresh name"));
+    // Cycle 0 (when cached): every rank runs "g" normally. Then rank 2 withdraws it, late, while
+    // the others have submitted it and wait; then "g" runs normally again.
+    auto result = run_controllers(3, 6, [cached](int rank, int cycle) -> std::vector<Request> {
+      const int start = cached ? 1 : 0;
+      if (cycle == 0 && cached) return {allreduce_request("g", {4})};
+      if (cycle == start && rank != 2) return {allreduce_request("g", {4})};
+      if (cycle == start + 2 && rank == 2) {
+        Request withdrawn = allreduce_request("g", {});
+        withdrawn.error = "its model differs";
+        return {withdrawn};
+      }
+      if (cycle == start + 3) return {allreduce_request("g", {4})};
+      return {};
+    });
+    for (int rank = 0; rank < 3; ++rank) {
+      INFO("rank " << rank);
+      const int start = cached ? 1 : 0;
+      for (int c = start; c < start + 2; ++c) CHECK(result.lists[rank][c].responses.empty());
+      const auto& failed = result.lists[rank][start + 2].responses;
+      REQUIRE(failed.size() == 1);
+      CHECK(failed[0].type == ResponseType::Error);
+      CHECK(failed[0].names == std::vector<std::string>{"g"});
+      CHECK(failed[0].error == "ALLREDUCE of 'g' cannot run: rank 2 did not submit it (its model differs)");
+      const auto& again = result.lists[rank][start + 3].responses;
+      REQUIRE(again.size() == 1);  // nothing of the withdrawal is left behind
+      CHECK(again[0].type == ResponseType::Allreduce);
+    }
+  }
+}

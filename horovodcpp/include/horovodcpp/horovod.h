@@ -218,6 +218,15 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
                                    const ReducescatterOptions& options = {},
                                    std::vector<ReadyEventPtr> ready = {});
 
+// Tells the ranks of `process_set` that this rank will not submit the collective `name` this
+// time (of whatever kind it is). Once every rank has submitted it or withdrawn it, each rank's
+// handle for it fails with an error naming this rank and `reason`, instead of waiting for this
+// rank for good. For a front end that finds, when some ranks may already have submitted a
+// collective, that this rank cannot take part (DistributedOptimizer does, when the ranks'
+// models differ). The collectives above withdraw by themselves when their arguments fail a
+// check on this rank. The handle completes, with that same error, at the same time.
+Handle withdraw(const std::string& name, const std::string& reason, const ProcessSet& process_set = {});
+
 // Operations submitted on this thread while a SubmissionBatch lives reach the background thread
 // together when the outermost one ends: one wake-up instead of one per operation, and they
 // start a negotiation cycle at once instead of after the gap that lets a burst of separate
