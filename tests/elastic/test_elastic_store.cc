@@ -27,7 +27,8 @@ std::string fresh_dir(const std::string& tag) {
 }  // namespace
 
 TEST_CASE("commits are written whole, the newest intact one is found, old ones pruned") {
-  const CommitStore store(fresh_dir("basic") + "/nested/dir");
+  const std::string base = fresh_dir("basic");
+  const CommitStore store(base + "/nested/dir");
   CHECK(store.newest_id() == 0);
   for (int id = 1; id <= 4; ++id) store.write({id, 4, std::string(1000 + id, static_cast<char>('a' + id))});
   CHECK(store.newest_id() == 4);
@@ -41,6 +42,7 @@ TEST_CASE("commits are written whole, the newest intact one is found, old ones p
   CHECK(std::system(("test -z \"$(ls -A " + store.dir() + " | grep tmp)\"").c_str()) == 0);
   store.remove_all();
   CHECK(store.newest_id() == 0);
+  std::system(("rm -rf " + base).c_str());  // remove_all() leaves the directories above the store
 }
 
 TEST_CASE("a torn or corrupted newest commit is skipped for the one before") {
