@@ -11,6 +11,7 @@
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
+#include "core/integer_average.h"
 #include "timeline/timeline.h"
 #include "timeline/timeline_cuda.h"
 
@@ -41,62 +42,82 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     const ncclDataType_t type = nccl_datatype(dtype);
     cudaStream_t stream = nccl_.stream();
 
-    // Sum-like inside the node; Average becomes Sum here and 1/size at the end.
-    ReducePlan plan = reduce_plan(response, world.size());
+    // Sum-like inside the node; Average becomes Sum here and 1/size at the end (floats), or a
+    // Sum of int64 words divided at the end (integers: ReducePlan::integer_average).
+    ReducePlan plan = reduce_plan(response);
     ReduceOp cross_op = response.reduce_op;
     if (response.reduce_op == ReduceOp::Average) {
       plan.op = ncclSum;
-      plan.postscale = response.postscale_factor / world.size();
+      if (!plan.integer_average) plan.postscale = response.postscale_factor / world.size();
       cross_op = ReduceOp::Sum;
     }
 
+    // The data in the dtype, then (integer Average) the int64 words the steps below reduce; else
+    // the steps reduce the data itself. The words start 64-byte aligned (layout.total is).
     const FusionLayout layout = fusion_layout(entries, dtype);
+    const DataType work_dtype = plan.integer_average ? DataType::Int64 : dtype;
+    const ncclDataType_t work_type = plan.integer_average ? ncclInt64 : type;
+    const std::int64_t wsize = dtype_size(work_dtype);
+    const std::int64_t work_total = plan.integer_average ? layout.total * average_words(dtype) : layout.total;
+    const std::int64_t data_bytes = plan.integer_average ? layout.total * esize : 0;
     const std::int64_t local_size = world.local_size();
-    const std::int64_t chunk = (layout.total + local_size - 1) / local_size;
+    const std::int64_t chunk = (work_total + local_size - 1) / local_size;
     const std::int64_t padded = chunk * local_size;
-    auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(padded * esize));
-    void* host = nccl_.host_staging(chunk * esize);
+    auto* data = static_cast<unsigned char*>(nccl_.fusion_buffer(data_bytes + padded * wsize));
+    unsigned char* work = data + data_bytes;
+    void* host = nccl_.host_staging(chunk * wsize);
 
     Launch launch(nccl_);
     Timeline& timeline = nccl_.op_context().timeline;
     for (const auto& e : entries) timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
-    copy_into_fusion(entries, layout, buffer, dtype, stream, launch);
+    copy_into_fusion(entries, layout, data, dtype, stream, launch);
     for (const auto& e : entries) timeline.activity_end(e.name);
-    if (padded > layout.total) {
-      launch.local("zeroing the fusion buffer padding", [&] {
-        return cudaMemsetAsync(buffer + layout.total * esize, 0, (padded - layout.total) * esize, stream);
+    if (plan.prescale != 1.0) {
+      launch.local("prescale", [&] { return scale_device_buffer(data, layout.total, dtype, plan.prescale, stream); });
+    }
+    if (plan.integer_average) {
+      launch.local("widening integers to average them", [&] {
+        return widen_device_for_average(data, layout.total, dtype, reinterpret_cast<std::int64_t*>(work), stream);
       });
     }
-    if (plan.prescale != 1.0) {
-      launch.local("prescale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream); });
+    if (padded > work_total) {
+      launch.local("zeroing the fusion buffer padding", [&] {
+        return cudaMemsetAsync(work + work_total * wsize, 0, (padded - work_total) * wsize, stream);
+      });
     }
     nccl_.start_activity(entries, "NCCL_HIERARCHICAL_ALLREDUCE");
-    unsigned char* slice = buffer + world.local_rank() * chunk * esize;
+    unsigned char* slice = work + world.local_rank() * chunk * wsize;
     launch.collective("ncclReduceScatter (hierarchical)", local,
-                      [&] { return ncclReduceScatter(buffer, slice, chunk, type, plan.op, local, stream); });
+                      [&] { return ncclReduceScatter(work, slice, chunk, work_type, plan.op, local, stream); });
     launch.local("copying to the host staging buffer",
-                 [&] { return cudaMemcpyAsync(host, slice, chunk * esize, cudaMemcpyDeviceToHost, stream); });
+                 [&] { return cudaMemcpyAsync(host, slice, chunk * wsize, cudaMemcpyDeviceToHost, stream); });
     std::string error;
     if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the intra-node reduce-scatter: " + error);
     // The host steps are collectives of every rank: they run whatever happened here, and the
     // ranks agree on whether any of them failed, so no rank reports a result that another
     // rank's garbage went into (see Note [Errors after NCCL work was enqueued]).
-    Status cross = world.host_allreduce(host, chunk, dtype, cross_op, CommScope::Cross);
+    Status cross = world.host_allreduce(host, chunk, work_dtype, cross_op, CommScope::Cross);
     if (!cross.is_ok()) launch.fail("cross-node MPI allreduce: " + cross.message());
     std::int32_t all_ok = launch.ok() ? 1 : 0;
     Status agreed = world.host_allreduce(&all_ok, 1, DataType::Int32, ReduceOp::Min, CommScope::Global);
     if (!agreed.is_ok()) launch.fail("agreeing on the outcome of the cross-node step: " + agreed.message());
     if (all_ok == 0) launch.fail("another rank failed its part of the hierarchical allreduce");
     launch.local("copying from the host staging buffer",
-                 [&] { return cudaMemcpyAsync(slice, host, chunk * esize, cudaMemcpyHostToDevice, stream); });
+                 [&] { return cudaMemcpyAsync(slice, host, chunk * wsize, cudaMemcpyHostToDevice, stream); });
     launch.collective("ncclAllGather (hierarchical)", local,
-                      [&] { return ncclAllGather(slice, buffer, chunk, type, local, stream); });
+                      [&] { return ncclAllGather(slice, work, chunk, work_type, local, stream); });
     launch.collectives_done();
+    if (plan.integer_average) {
+      launch.local("dividing the integer sums", [&] {
+        return finish_device_average(reinterpret_cast<const std::int64_t*>(work), layout.total, dtype, world.size(), data,
+                                     stream);
+      });
+    }
     if (plan.postscale != 1.0) {
-      launch.local("postscale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.postscale, stream); });
+      launch.local("postscale", [&] { return scale_device_buffer(data, layout.total, dtype, plan.postscale, stream); });
     }
     switch_activity_on_stream(timeline, entries, "MEMCPY_OUT_FUSION_BUFFER", stream);
-    copy_out_of_fusion(entries, layout, buffer, dtype, stream, launch);
+    copy_out_of_fusion(entries, layout, data, dtype, stream, launch);
     return nccl_.finish_async(entries, name_, launch);
   }
 };

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/nccl/nccl_kernels.h"
+#include "core/integer_elements.h"
 
 namespace hvd::detail {
 namespace {
@@ -14,20 +15,13 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 4096;
 constexpr int kCopiesPerLaunch = 32;  // keeps the by-value kernel argument well under 4 KB
 
-// How each dtype is scaled: the arithmetic type it is widened to.
+// How each floating dtype is scaled: the arithmetic type it is widened to.
 template <class T> struct Widen { using type = double; };
 template <> struct Widen<float> { using type = float; };
 template <> struct Widen<__half> { using type = float; };
 template <> struct Widen<__nv_bfloat16> { using type = float; };
 
-// Integers round to nearest, as the host path does (1/3 is inexact: truncating 6 * (1/3) gives 1).
-template <class T> __device__ T narrow(typename Widen<T>::type v) {
-  if constexpr (std::is_integral<T>::value) {
-    return static_cast<T>(llround(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
+template <class T> __device__ T narrow(typename Widen<T>::type v) { return static_cast<T>(v); }
 template <> __device__ __half narrow<__half>(float v) { return __float2half(v); }
 template <> __device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <class T> __device__ typename Widen<T>::type widen(T v) {
@@ -36,23 +30,61 @@ template <class T> __device__ typename Widen<T>::type widen(T v) {
 template <> __device__ float widen<__half>(__half v) { return __half2float(v); }
 template <> __device__ float widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+#define HVD_GRID_STRIDE(i, count)                                                   \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (count); \
+       i += std::int64_t(gridDim.x) * blockDim.x)
+
 template <class T>
 __global__ void scale_kernel(const T* src, T* dst, std::int64_t count, double factor) {
   using W = typename Widen<T>::type;
   const W f = static_cast<W>(factor);
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    dst[i] = narrow<T>(widen(src[i]) * f);
-  }
+  HVD_GRID_STRIDE(i, count) { dst[i] = narrow<T>(widen(src[i]) * f); }
+}
+
+template <class T>
+__global__ void scale_integer_kernel(const T* src, T* dst, std::int64_t count, integer::Factor factor) {
+  HVD_GRID_STRIDE(i, count) { dst[i] = integer::scaled(src[i], factor); }
+}
+
+template <class T>
+__global__ void widen_kernel(const T* src, std::int64_t count, std::int64_t* wide) {
+  HVD_GRID_STRIDE(i, count) { integer::widen(src[i], wide + i * integer::Words<T>::value); }
+}
+
+template <class T>
+__global__ void finish_kernel(const std::int64_t* wide, std::int64_t count, int divisor, T* dst) {
+  HVD_GRID_STRIDE(i, count) { dst[i] = integer::finish<T>(wide + i * integer::Words<T>::value, divisor); }
+}
+
+int blocks_for(std::int64_t count) {
+  std::int64_t blocks = (count + kThreads - 1) / kThreads;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  return static_cast<int>(blocks);
 }
 
 template <class T>
 cudaError_t launch_scale(const void* src, void* dst, std::int64_t count, double factor,
                          cudaStream_t stream) {
-  std::int64_t blocks = (count + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  scale_kernel<T><<<static_cast<int>(blocks), kThreads, 0, stream>>>(
-      static_cast<const T*>(src), static_cast<T*>(dst), count, factor);
+  if constexpr (std::is_integral<T>::value) {
+    scale_integer_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+        static_cast<const T*>(src), static_cast<T*>(dst), count, integer::factor_of(factor));
+  } else {
+    scale_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+        static_cast<const T*>(src), static_cast<T*>(dst), count, factor);
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_widen(const void* src, std::int64_t count, std::int64_t* wide, cudaStream_t stream) {
+  widen_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const T*>(src), count, wide);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_finish(const std::int64_t* wide, std::int64_t count, int divisor, void* dst,
+                          cudaStream_t stream) {
+  finish_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(wide, count, divisor, static_cast<T*>(dst));
   return cudaGetLastError();
 }
 
@@ -97,6 +129,31 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
     case DataType::Float64: return launch_scale<double>(src, dst, count, factor, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t widen_device_for_average(const void* src, std::int64_t count, DataType dtype, std::int64_t* wide,
+                                     cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  switch (dtype) {
+    case DataType::UInt8: return launch_widen<std::uint8_t>(src, count, wide, stream);
+    case DataType::Int8: return launch_widen<std::int8_t>(src, count, wide, stream);
+    case DataType::Int32: return launch_widen<std::int32_t>(src, count, wide, stream);
+    case DataType::Int64: return launch_widen<std::int64_t>(src, count, wide, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t finish_device_average(const std::int64_t* wide, std::int64_t count, DataType dtype, int divisor,
+                                  void* dst, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (divisor < 1) return cudaErrorInvalidValue;
+  switch (dtype) {
+    case DataType::UInt8: return launch_finish<std::uint8_t>(wide, count, divisor, dst, stream);
+    case DataType::Int8: return launch_finish<std::int8_t>(wide, count, divisor, dst, stream);
+    case DataType::Int32: return launch_finish<std::int32_t>(wide, count, divisor, dst, stream);
+    case DataType::Int64: return launch_finish<std::int64_t>(wide, count, divisor, dst, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t scale_device_buffer(void* data, std::int64_t count, DataType dtype, double factor,

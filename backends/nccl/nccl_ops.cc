@@ -3,6 +3,7 @@
 
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
+#include "core/integer_average.h"
 
 namespace hvd::detail {
 
@@ -25,9 +26,9 @@ bool is_floating(DataType dtype) {
          dtype == DataType::Float64;
 }
 
-// Average is Sum followed by a postscale of 1/size, as in the MPI backend. For floating types
-// ncclAvg does the division inside the collective; integers are summed and scaled after.
-ReducePlan reduce_plan(const Response& response, int size) {
+// For floating types ncclAvg does the division inside the collective; integers are averaged
+// exactly, through int64 words (ReducePlan::integer_average).
+ReducePlan reduce_plan(const Response& response) {
   ReducePlan plan;
   plan.prescale = response.prescale_factor;
   plan.postscale = response.postscale_factor;
@@ -37,7 +38,7 @@ ReducePlan reduce_plan(const Response& response, int size) {
         plan.op = ncclAvg;
       } else {
         plan.op = ncclSum;
-        plan.postscale /= size;
+        plan.integer_average = true;
       }
       break;
     case ReduceOp::Sum: plan.op = ncclSum; break;
@@ -46,6 +47,10 @@ ReducePlan reduce_plan(const Response& response, int size) {
     case ReduceOp::Product: plan.op = ncclProd; break;
   }
   return plan;
+}
+
+std::int64_t average_word_bytes(std::int64_t count, DataType dtype) {
+  return count * average_words(dtype) * static_cast<std::int64_t>(sizeof(std::int64_t));
 }
 
 bool is_host_stand_in(const TensorTableEntry& entry) {

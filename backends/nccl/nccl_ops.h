@@ -48,9 +48,15 @@ bool is_floating(DataType dtype);
 struct ReducePlan {
   ncclRedOp_t op = ncclSum;
   double prescale = 1.0;
-  double postscale = 1.0;  // Average over integers folds 1/size in here
+  double postscale = 1.0;
+  // Average on an integer dtype: the data is widened to int64 words (average_words per element),
+  // the words are summed (op is ncclSum), and the sums divided by the group size, as the host
+  // path does (Note [Integer averages are exact]).
+  bool integer_average = false;
 };
-ReducePlan reduce_plan(const Response& response, int size);
+ReducePlan reduce_plan(const Response& response);
+// Bytes of the int64 words of an integer Average of `count` elements.
+std::int64_t average_word_bytes(std::int64_t count, DataType dtype);
 // entry.output from the entry's allocator, checked to be on `device`. Throws NcclFailure.
 void allocate_device_output(TensorTableEntry& entry, DataType dtype, const TensorShape& shape, int device);
 std::int64_t row_elements(const TensorShape& shape);

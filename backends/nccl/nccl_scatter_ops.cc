@@ -4,6 +4,7 @@
 #include "backends/nccl/nccl_errors.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_ops.h"
+#include "core/integer_average.h"
 
 namespace hvd::detail {
 namespace {
@@ -120,10 +121,9 @@ class NcclReducescatter final : public NcclOp {
   Status run(std::vector<TensorTableEntry>& entries, const Response& response,
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
-    const ReducePlan plan = reduce_plan(response, group.size());
+    const ReducePlan plan = reduce_plan(response);
     const ncclDataType_t type = nccl_datatype(response.dtype);
     const int size = group.size(), rank = group.rank();
-    const std::int64_t esize = dtype_size(response.dtype);
     std::int64_t staging = 0;  // bytes of the padded layout, the largest entry's
     for (auto& entry : entries) {
       const TensorShape& shape = entry.input->shape();
@@ -132,8 +132,9 @@ class NcclReducescatter final : public NcclOp {
       TensorShape out_shape = shape;
       out_shape[0] = base + (rank < extra ? 1 : 0);
       allocate_device_output(entry, response.dtype, out_shape, nccl_.device());
-      if (extra != 0 || plan.prescale != 1.0)
-        staging = std::max(staging, size * (base + (extra > 0 ? 1 : 0)) * row_elements(shape) * esize);
+      const std::int64_t padded = size * (base + (extra > 0 ? 1 : 0)) * row_elements(shape);
+      if (extra != 0 || plan.prescale != 1.0 || plan.integer_average)
+        staging = std::max(staging, staged_bytes(padded, response.dtype, plan));
     }
     void* buffer = staging > 0 ? nccl_.fusion_buffer(static_cast<std::size_t>(staging)) : nullptr;
     nccl_.wait_for_outputs(entries);
@@ -154,6 +155,14 @@ class NcclReducescatter final : public NcclOp {
   }
 
  private:
+  // The padded layout in the dtype, then (integer Average) its int64 words, 64-byte aligned.
+  static std::int64_t data_bytes(std::int64_t padded, DataType dtype) {
+    return (padded * dtype_size(dtype) + 63) / 64 * 64;
+  }
+  static std::int64_t staged_bytes(std::int64_t padded, DataType dtype, const ReducePlan& plan) {
+    return data_bytes(padded, dtype) + (plan.integer_average ? average_word_bytes(padded, dtype) : 0);
+  }
+
   void scatter_one(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan, int size,
                    int rank, ncclComm_t comm, void* staging, Launch& launch) {
     const TensorShape& shape = entry.input->shape();
@@ -165,22 +174,43 @@ class NcclReducescatter final : public NcclOp {
     void* out = entry.output->data();
     const std::int64_t mine = entry.output->shape()[0] * row;
 
-    if (extra == 0 && plan.prescale == 1.0) {
+    const bool staged = extra != 0 || plan.prescale != 1.0;
+    if (!staged && !plan.integer_average) {
       launch.collective("ncclReduceScatter", comm,
                         [&] { return ncclReduceScatter(in, out, block * row, type, plan.op, comm, stream); });
       return;
     }
     // Through the padded layout in the fusion buffer, reduced in place, then this rank's real rows out.
     auto* buffer = static_cast<unsigned char*>(staging);
-    std::vector<DeviceCopy> copies;
-    for (int r = 0; r < size; ++r) {
-      const std::int64_t offset = r * base + std::min<std::int64_t>(r, extra);
-      const std::int64_t n = base + (r < extra ? 1 : 0);
-      copies.push_back({in + offset * row * esize, buffer + r * block * row * esize, n * row * esize});
+    if (staged) {
+      std::vector<DeviceCopy> copies;
+      for (int r = 0; r < size; ++r) {
+        const std::int64_t offset = r * base + std::min<std::int64_t>(r, extra);
+        const std::int64_t n = base + (r < extra ? 1 : 0);
+        copies.push_back({in + offset * row * esize, buffer + r * block * row * esize, n * row * esize});
+      }
+      launch.local("copying into the device fusion buffer", [&] { return batched_device_copy(copies, stream); });
     }
-    launch.local("copying into the device fusion buffer", [&] { return batched_device_copy(copies, stream); });
     if (plan.prescale != 1.0) {
       launch.local("prescale", [&] { return scale_device_buffer(buffer, size * block * row, dtype, plan.prescale, stream); });
+    }
+    if (plan.integer_average) {
+      // The padded layout (staged, or the input itself) as int64 words; this rank's block of
+      // summed words divided straight into its output.
+      const std::int64_t padded = size * block * row, words = average_words(dtype);
+      auto* wide = reinterpret_cast<std::int64_t*>(buffer + data_bytes(padded, dtype));
+      std::int64_t* own_words = wide + rank * block * row * words;
+      const void* source = staged ? static_cast<const void*>(buffer) : static_cast<const void*>(in);
+      launch.local("widening integers to average them",
+                   [&] { return widen_device_for_average(source, padded, dtype, wide, stream); });
+      launch.collective("ncclReduceScatter", comm, [&] {
+        return ncclReduceScatter(wide, own_words, block * row * words, ncclInt64, ncclSum, comm, stream);
+      });
+      if (mine > 0) {
+        launch.local("dividing the integer sums",
+                     [&] { return finish_device_average(own_words, mine, dtype, size, out, stream); });
+      }
+      return;
     }
     unsigned char* own = buffer + rank * block * row * esize;
     launch.collective("ncclReduceScatter", comm,

@@ -1,45 +1,17 @@
 #include "core/host_scale.h"
 
-#include <cmath>
-#include <limits>
-
 #include "core/copy_bytes.h"
 #include "core/half.h"
+#include "core/integer_elements.h"
 
 namespace hvd::detail {
 namespace {
 
-// Integers: truncated toward zero (as Horovod's scaling of integers in double is) and clamped
-// to the dtype's range (a bare conversion of an out-of-range double is undefined). A factor that
-// is a whole number multiplies in integer arithmetic, exact at any magnitude; any other goes
-// through double, exact while |value * factor| < 2^53.
-template <class T>
-T clamp_to(double v) {
-  constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
-  // 2^63 as a double; max() itself rounds up to it for int64.
-  constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
-  if (!(v == v)) return 0;  // NaN (a NaN factor)
-  if (v <= lo) return std::numeric_limits<T>::min();
-  if (v >= hi) return std::numeric_limits<T>::max();
-  return static_cast<T>(v);  // truncates toward zero
-}
-
+// Integers: see integer::scaled (the NCCL kernels use the same element function).
 template <class T>
 void scale_integer(T* to, const T* from, std::int64_t count, double factor) {
-  constexpr double kWhole = 4611686018427387904.0;  // 2^62
-  if (std::trunc(factor) == factor && std::fabs(factor) < kWhole) {
-    const auto f = static_cast<std::int64_t>(factor);
-    for (std::int64_t i = 0; i < count; ++i) {
-      std::int64_t product;
-      if (!__builtin_mul_overflow(static_cast<std::int64_t>(from[i]), f, &product) &&
-          product >= std::numeric_limits<T>::min() && product <= std::numeric_limits<T>::max())
-        to[i] = static_cast<T>(product);
-      else
-        to[i] = (from[i] < 0) != (f < 0) ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
-    }
-    return;
-  }
-  for (std::int64_t i = 0; i < count; ++i) to[i] = clamp_to<T>(static_cast<double>(from[i]) * factor);
+  const integer::Factor f = integer::factor_of(factor);
+  for (std::int64_t i = 0; i < count; ++i) to[i] = integer::scaled(from[i], f);
 }
 
 template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>

@@ -12,6 +12,8 @@
 
 #include "backends/nccl/nccl_kernels.h"
 #include "core/half.h"
+#include "core/host_scale.h"
+#include "core/integer_average.h"
 #include "tests/gpu/emulation/device_memory.h"
 #include "tests/gpu/emulation/emulation_control.h"
 #include "tests/gpu/emulation/streams.h"
@@ -38,7 +40,7 @@ struct BFloat16 {
   std::uint16_t bits;
 };
 
-// The arithmetic each dtype is scaled in, as the CUDA kernel widens it.
+// The arithmetic each floating dtype is scaled in, as the CUDA kernel widens it.
 template <class T> struct Widen { using type = double; };
 template <> struct Widen<float> { using type = float; };
 template <> struct Widen<Half> { using type = float; };
@@ -48,13 +50,7 @@ template <class T> typename Widen<T>::type widen(T v) { return static_cast<typen
 template <> float widen<Half>(Half v) { return detail::half_to_float(v.bits); }
 template <> float widen<BFloat16>(BFloat16 v) { return detail::bfloat16_to_float(v.bits); }
 
-template <class T> T narrow(typename Widen<T>::type v) {
-  if constexpr (std::is_integral<T>::value) {
-    return static_cast<T>(std::llround(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
+template <class T> T narrow(typename Widen<T>::type v) { return static_cast<T>(v); }
 template <> Half narrow<Half>(float v) { return Half{detail::float_to_half(v)}; }
 template <> BFloat16 narrow<BFloat16>(float v) { return BFloat16{detail::float_to_bfloat16(v)}; }
 
@@ -75,6 +71,18 @@ cudaError_t launch_scale(const void* src, void* dst, std::int64_t count, double 
   });
 }
 
+// Integers: the host path's own function, which uses the element function the kernel uses
+// (core/integer_elements.h).
+cudaError_t launch_scale_integer(const void* src, void* dst, std::int64_t count, DataType dtype, double factor,
+                                 cudaStream_t stream) {
+  return launch(stream, [=](int device) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * dtype_size(dtype);
+    const unsigned char* in = DeviceMemory::get().access(src, bytes, device, "scale kernel (input)");
+    unsigned char* out = DeviceMemory::get().access(dst, bytes, device, "scale kernel (output)");
+    detail::copy_scaled(out, in, count, dtype, factor);
+  });
+}
+
 }  // namespace
 }  // namespace hvd::emu
 
@@ -85,10 +93,10 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
   using namespace hvd::emu;
   if (count <= 0) return cudaSuccess;
   switch (dtype) {
-    case DataType::UInt8: return launch_scale<std::uint8_t>(src, dst, count, factor, stream);
-    case DataType::Int8: return launch_scale<std::int8_t>(src, dst, count, factor, stream);
-    case DataType::Int32: return launch_scale<std::int32_t>(src, dst, count, factor, stream);
-    case DataType::Int64: return launch_scale<std::int64_t>(src, dst, count, factor, stream);
+    case DataType::UInt8:
+    case DataType::Int8:
+    case DataType::Int32:
+    case DataType::Int64: return launch_scale_integer(src, dst, count, dtype, factor, stream);
     case DataType::Float16: return launch_scale<Half>(src, dst, count, factor, stream);
     case DataType::BFloat16: return launch_scale<BFloat16>(src, dst, count, factor, stream);
     case DataType::Float32: return launch_scale<float>(src, dst, count, factor, stream);
@@ -99,6 +107,36 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
 
 cudaError_t scale_device_buffer(void* data, std::int64_t count, DataType dtype, double factor, cudaStream_t stream) {
   return scale_device_copy(data, data, count, dtype, factor, stream);
+}
+
+// The same steps as the CUDA kernels, through the host path's functions (core/integer_average.cc),
+// which use the kernels' element functions (core/integer_elements.h).
+cudaError_t widen_device_for_average(const void* src, std::int64_t count, DataType dtype, std::int64_t* wide,
+                                     cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!is_integer(dtype)) return cudaErrorInvalidValue;
+  return hvd::emu::launch(stream, [=](int device) {
+    auto& memory = hvd::emu::DeviceMemory::get();
+    const unsigned char* in =
+        memory.access(src, static_cast<std::size_t>(count) * dtype_size(dtype), device, "widening kernel (input)");
+    unsigned char* out = memory.access(wide, static_cast<std::size_t>(count) * average_words(dtype) * sizeof(std::int64_t),
+                                       device, "widening kernel (output)");
+    widen_for_average(in, count, dtype, reinterpret_cast<std::int64_t*>(out));
+  });
+}
+
+cudaError_t finish_device_average(const std::int64_t* wide, std::int64_t count, DataType dtype, int divisor,
+                                  void* dst, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!is_integer(dtype) || divisor < 1) return cudaErrorInvalidValue;
+  return hvd::emu::launch(stream, [=](int device) {
+    auto& memory = hvd::emu::DeviceMemory::get();
+    const unsigned char* in = memory.access(wide, static_cast<std::size_t>(count) * average_words(dtype) * sizeof(std::int64_t),
+                                            device, "average kernel (input)");
+    unsigned char* out =
+        memory.access(dst, static_cast<std::size_t>(count) * dtype_size(dtype), device, "average kernel (output)");
+    finish_average(reinterpret_cast<const std::int64_t*>(in), count, dtype, divisor, out);
+  });
 }
 
 // One "launch" per 32 copies, as the CUDA version batches them.
