@@ -5,6 +5,8 @@
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_world.h"
 #ifdef HVD_WITH_NCCL
+#include <nccl.h>
+
 #include "backends/nccl/nccl_backend.h"
 #endif
 
@@ -16,6 +18,7 @@ BuildFeatures compiled_features() {
 #ifdef HVD_WITH_NCCL
   features.nccl = true;
   features.cuda = true;
+  features.nccl_version = NCCL_VERSION_CODE;
 #endif
   return features;
 }

@@ -34,21 +34,22 @@ void create_ops(std::array<MPI_Op, 4>& ops) {
   MPI_Op_create(&reduce_16<ToFloat, FromFloat, kProduct>, 1, &ops[kProduct]);
 }
 
-// Note [8-bit sums wrap]
+// Note [8- and 16-bit sums wrap]
 // Open MPI 4.1's AVX reduction component (op/avx, on by default on x86) adds 8- and 16-bit
 // integers with saturating instructions: MPI_SUM of uint8 255 and 1 gives 255, of int8 127 and 1
-// gives 127, where C's (and every other reduction's) arithmetic wraps (open-mpi/ompi#8045,
-// closed as won't fix). horovodcpp's integer Sum and Product wrap modulo 2^bits on every dtype
-// (README, "Core API"), so the 8-bit ones run as these user-defined ops: unsigned arithmetic,
+// gives 127, of int16 32767 and 1 gives 32767 (once a buffer is long enough for the vector
+// loop), where C's (and every other reduction's) arithmetic wraps (open-mpi/ompi#8045, closed
+// as won't fix). horovodcpp's integer Sum and Product wrap modulo 2^bits on every dtype (README,
+// "Core API"), so the 8- and 16-bit ones run as these user-defined ops: unsigned arithmetic,
 // truncated to the type, which the compiler vectorizes. int32 and int64 keep MPI's own.
-template <class T, Slot S>
-void reduce_8bit(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint8_t*>(in);
-  auto* b = static_cast<std::uint8_t*>(inout);
+template <class U, Slot S>
+void reduce_narrow(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const U*>(in);
+  auto* b = static_cast<U*>(inout);
   for (int i = 0; i < *len; ++i) {
-    if constexpr (S == kSum) b[i] = static_cast<std::uint8_t>(a[i] + b[i]);
-    // The low 8 bits of a product do not depend on signedness.
-    if constexpr (S == kProduct) b[i] = static_cast<std::uint8_t>(unsigned{a[i]} * unsigned{b[i]});
+    if constexpr (S == kSum) b[i] = static_cast<U>(a[i] + b[i]);
+    // The low bits of a product do not depend on signedness.
+    if constexpr (S == kProduct) b[i] = static_cast<U>(unsigned{a[i]} * unsigned{b[i]});
   }
 }
 
@@ -73,10 +74,13 @@ void MpiTypes::create() {
   MPI_Type_commit(&bfloat16_);
   create_ops<half_to_float, float_to_half>(float16_ops_);
   create_ops<bfloat16_to_float, float_to_bfloat16>(bfloat16_ops_);
-  MPI_Op_create(&reduce_8bit<std::int8_t, kSum>, 1, &int8_ops_[0]);
-  MPI_Op_create(&reduce_8bit<std::int8_t, kProduct>, 1, &int8_ops_[1]);
-  MPI_Op_create(&reduce_8bit<std::uint8_t, kSum>, 1, &uint8_ops_[0]);
-  MPI_Op_create(&reduce_8bit<std::uint8_t, kProduct>, 1, &uint8_ops_[1]);
+  // int8 and uint8 share their bits' arithmetic; the ops stay per dtype for the MPI_Op's datatype.
+  MPI_Op_create(&reduce_narrow<std::uint8_t, kSum>, 1, &int8_ops_[0]);
+  MPI_Op_create(&reduce_narrow<std::uint8_t, kProduct>, 1, &int8_ops_[1]);
+  MPI_Op_create(&reduce_narrow<std::uint8_t, kSum>, 1, &uint8_ops_[0]);
+  MPI_Op_create(&reduce_narrow<std::uint8_t, kProduct>, 1, &uint8_ops_[1]);
+  MPI_Op_create(&reduce_narrow<std::uint16_t, kSum>, 1, &int16_ops_[0]);
+  MPI_Op_create(&reduce_narrow<std::uint16_t, kProduct>, 1, &int16_ops_[1]);
   created_ = true;
 }
 
@@ -86,6 +90,7 @@ void MpiTypes::destroy() {
   for (auto& op : bfloat16_ops_) MPI_Op_free(&op);
   for (auto& op : int8_ops_) MPI_Op_free(&op);
   for (auto& op : uint8_ops_) MPI_Op_free(&op);
+  for (auto& op : int16_ops_) MPI_Op_free(&op);
   MPI_Type_free(&float16_);
   MPI_Type_free(&bfloat16_);
   created_ = false;
@@ -95,6 +100,7 @@ MPI_Datatype MpiTypes::datatype(DataType dtype) const {
   switch (dtype) {
     case DataType::UInt8: return MPI_UINT8_T;
     case DataType::Int8: return MPI_INT8_T;
+    case DataType::Int16: return MPI_INT16_T;
     case DataType::Int32: return MPI_INT32_T;
     case DataType::Int64: return MPI_INT64_T;
     case DataType::Float16: return float16_;
@@ -108,8 +114,9 @@ MPI_Datatype MpiTypes::datatype(DataType dtype) const {
 MPI_Op MpiTypes::reduce_op(DataType dtype, ReduceOp op) const {
   if (dtype == DataType::Float16) return float16_ops_[slot_of(op)];
   if (dtype == DataType::BFloat16) return bfloat16_ops_[slot_of(op)];
-  if (dtype == DataType::Int8 || dtype == DataType::UInt8) {  // See Note [8-bit sums wrap].
-    const auto& ops = dtype == DataType::Int8 ? int8_ops_ : uint8_ops_;
+  if (dtype == DataType::Int8 || dtype == DataType::UInt8 || dtype == DataType::Int16) {
+    // See Note [8- and 16-bit sums wrap].
+    const auto& ops = dtype == DataType::Int8 ? int8_ops_ : dtype == DataType::UInt8 ? uint8_ops_ : int16_ops_;
     if (op == ReduceOp::Sum || op == ReduceOp::Average) return ops[0];
     if (op == ReduceOp::Product) return ops[1];
   }

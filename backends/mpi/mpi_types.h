@@ -1,8 +1,8 @@
 // MPI datatypes and reduction ops for our dtypes. float16 and bfloat16 have no MPI type: they
 // travel as 2-byte contiguous types with user-defined MPI_Ops per ReduceOp that compute through
-// float. int8 and uint8 Sum and Product use user-defined MPI_Ops too: see Note [8-bit sums
-// wrap]. Owned by the MpiWorld (created after MPI_Init, freed before MPI_Finalize); background
-// thread only.
+// float. int8, uint8 and int16 Sum and Product use user-defined MPI_Ops too: see Note [8- and
+// 16-bit sums wrap]. Owned by the MpiWorld (created after MPI_Init, freed before MPI_Finalize);
+// background thread only.
 #pragma once
 
 #include <mpi.h>
@@ -29,6 +29,7 @@ class MpiTypes {
   std::array<MPI_Op, 4> bfloat16_ops_{};
   std::array<MPI_Op, 2> int8_ops_{};  // Sum, Product
   std::array<MPI_Op, 2> uint8_ops_{};
+  std::array<MPI_Op, 2> int16_ops_{};
 };
 
 // "MPI_Allreduce failed: <MPI's error string>"

@@ -64,30 +64,30 @@ class NcclAllreduce final : public NcclOp {
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
     const ReducePlan plan = reduce_plan(response);
-    const ncclDataType_t type = nccl_datatype(response.dtype);
+    const ncclDataType_t type = plan.wire_type(response.dtype);
     Launch launch(nccl_);
     // The element count must not depend on whether this rank has joined: every rank makes the
     // same decision from the response alone.
     const int size = group.size();
     if (entries.size() == 1 && is_host_stand_in(entries[0])) {
       const std::int64_t count = entries[0].input->num_elements();
-      void* buffer = nccl_.fusion_buffer(plan.integer_average ? average_word_bytes(count, response.dtype)
+      void* buffer = nccl_.fusion_buffer(plan.through_words ? average_word_bytes(count, response.dtype)
                                                               : entries[0].input->size_bytes());
       contribute_zeros(entries[0], response.dtype, type, plan, comm, buffer, launch);
     } else if (entries.size() == 1) {
       const std::int64_t count = entries[0].input->num_elements();
-      // An integer Average's words live in the fusion buffer.
-      auto* wide = plan.integer_average
+      // The int64 words (ReducePlan::through_words) live in the fusion buffer.
+      auto* wide = plan.through_words
                        ? static_cast<std::int64_t*>(nccl_.fusion_buffer(average_word_bytes(count, response.dtype)))
                        : nullptr;
       reduce_single(entries[0], response.dtype, type, plan, comm, size, wide, launch);
     } else {
       const FusionLayout layout = fusion_layout(entries, response.dtype);
-      // The data, then (integer Average) its words: the data's end is 64-byte aligned.
+      // The data, then (through_words) its words: the data's end is 64-byte aligned.
       const std::int64_t data_bytes = layout.total * dtype_size(response.dtype);
-      const std::int64_t word_bytes = plan.integer_average ? average_word_bytes(layout.total, response.dtype) : 0;
+      const std::int64_t word_bytes = plan.through_words ? average_word_bytes(layout.total, response.dtype) : 0;
       auto* buffer = static_cast<unsigned char*>(nccl_.fusion_buffer(data_bytes + word_bytes));
-      auto* wide = plan.integer_average ? reinterpret_cast<std::int64_t*>(buffer + data_bytes) : nullptr;
+      auto* wide = plan.through_words ? reinterpret_cast<std::int64_t*>(buffer + data_bytes) : nullptr;
       reduce_fused(entries, response.dtype, type, plan, comm, size, layout, buffer, wide, launch);
     }
     return nccl_.finish_async(entries, name_, launch);
@@ -95,16 +95,15 @@ class NcclAllreduce final : public NcclOp {
 
  private:
   // A joined rank's part of a one-tensor allreduce: zeros, the same count and type as its peers'
-  // (an integer Average's words are zero words).
+  // (through_words: zero words; `type` is then ncclInt64).
   void contribute_zeros(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan,
                         ncclComm_t comm, void* buffer, Launch& launch) {
     cudaStream_t stream = nccl_.stream();
     std::int64_t count = entry.input->num_elements();
     std::int64_t bytes = count * dtype_size(dtype);
-    if (plan.integer_average) {
+    if (plan.through_words) {
       bytes = average_word_bytes(count, dtype);
       count *= average_words(dtype);
-      type = ncclInt64;
     }
     nccl_.op_context().timeline.activity_start(entry.name, "NCCL_ALLREDUCE");
     launch.local("zeroing a joined rank's contribution", [&] { return cudaMemsetAsync(buffer, 0, bytes, stream); });
@@ -112,16 +111,19 @@ class NcclAllreduce final : public NcclOp {
     launch.collectives_done();
   }
 
-  // An integer Average of `count` elements of `send` into `out` (which may be `send`): widened
-  // into `wide`, the words summed across the group, each sum divided by `size` into `out`.
-  void average_integers(const void* send, void* out, std::int64_t count, DataType dtype, ncclComm_t comm, int size,
-                        std::int64_t* wide, Launch& launch) {
+  // `count` elements of `send` into `out` (which may be `send`) through int64 words
+  // (ReducePlan::through_words): widened into `wide`, the words reduced across the group, each
+  // result divided by plan.divisor(size) into `out`.
+  void reduce_words(const void* send, void* out, std::int64_t count, DataType dtype, const ReducePlan& plan,
+                    ncclComm_t comm, int size, std::int64_t* wide, Launch& launch) {
     cudaStream_t stream = nccl_.stream();
     const std::int64_t words = count * average_words(dtype);
-    launch.local("widening integers to average them", [&] { return widen_device_for_average(send, count, dtype, wide, stream); });
-    launch.collective("ncclAllReduce", comm, [&] { return ncclAllReduce(wide, wide, words, ncclInt64, ncclSum, comm, stream); });
+    launch.local("widening integers into int64 words", [&] { return widen_device_for_average(send, count, dtype, wide, stream); });
+    launch.collective("ncclAllReduce", comm, [&] { return ncclAllReduce(wide, wide, words, ncclInt64, plan.op, comm, stream); });
     launch.collectives_done();
-    launch.local("dividing the integer sums", [&] { return finish_device_average(wide, count, dtype, size, out, stream); });
+    launch.local("narrowing the int64 words", [&] {
+      return finish_device_average(wide, count, dtype, plan.divisor(size), out, stream);
+    });
   }
 
   void reduce_single(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan,
@@ -135,8 +137,8 @@ class NcclAllreduce final : public NcclOp {
       send = out;
     }
     nccl_.op_context().timeline.activity_start(entry.name, "NCCL_ALLREDUCE");
-    if (plan.integer_average) {
-      average_integers(send, out, count, dtype, comm, size, wide, launch);
+    if (plan.through_words) {
+      reduce_words(send, out, count, dtype, plan, comm, size, wide, launch);
     } else {
       launch.collective("ncclAllReduce", comm, [&] { return ncclAllReduce(send, out, count, type, plan.op, comm, stream); });
       launch.collectives_done();
@@ -158,8 +160,8 @@ class NcclAllreduce final : public NcclOp {
       launch.local("prescale", [&] { return scale_device_buffer(buffer, layout.total, dtype, plan.prescale, stream); });
     }
     nccl_.start_activity(entries, "NCCL_ALLREDUCE");
-    if (plan.integer_average) {
-      average_integers(buffer, buffer, layout.total, dtype, comm, size, wide, launch);
+    if (plan.through_words) {
+      reduce_words(buffer, buffer, layout.total, dtype, plan, comm, size, wide, launch);
     } else {
       launch.collective("ncclAllReduce", comm,
                         [&] { return ncclAllReduce(buffer, buffer, layout.total, type, plan.op, comm, stream); });

@@ -39,11 +39,11 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     World& world = nccl_.world();
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
-    const ncclDataType_t type = nccl_datatype(dtype);
     cudaStream_t stream = nccl_.stream();
 
     // Sum-like inside the node; Average becomes Sum here and 1/size at the end (floats), or a
-    // Sum of int64 words divided at the end (integers: ReducePlan::integer_average).
+    // Sum of int64 words divided at the end (integers: ReducePlan::integer_average). int16
+    // reduces through int64 words whatever the op (ReducePlan::through_words).
     ReducePlan plan = reduce_plan(response);
     ReduceOp cross_op = response.reduce_op;
     if (response.reduce_op == ReduceOp::Average) {
@@ -52,14 +52,14 @@ class NcclHierarchicalAllreduce final : public NcclOp {
       cross_op = ReduceOp::Sum;
     }
 
-    // The data in the dtype, then (integer Average) the int64 words the steps below reduce; else
+    // The data in the dtype, then (through_words) the int64 words the steps below reduce; else
     // the steps reduce the data itself. The words start 64-byte aligned (layout.total is).
     const FusionLayout layout = fusion_layout(entries, dtype);
-    const DataType work_dtype = plan.integer_average ? DataType::Int64 : dtype;
-    const ncclDataType_t work_type = plan.integer_average ? ncclInt64 : type;
+    const DataType work_dtype = plan.through_words ? DataType::Int64 : dtype;
+    const ncclDataType_t work_type = plan.wire_type(dtype);
     const std::int64_t wsize = dtype_size(work_dtype);
-    const std::int64_t work_total = plan.integer_average ? layout.total * average_words(dtype) : layout.total;
-    const std::int64_t data_bytes = plan.integer_average ? layout.total * esize : 0;
+    const std::int64_t work_total = plan.through_words ? layout.total * average_words(dtype) : layout.total;
+    const std::int64_t data_bytes = plan.through_words ? layout.total * esize : 0;
     const std::int64_t local_size = world.local_size();
     const std::int64_t chunk = (work_total + local_size - 1) / local_size;
     const std::int64_t padded = chunk * local_size;
@@ -75,8 +75,8 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     if (plan.prescale != 1.0) {
       launch.local("prescale", [&] { return scale_device_buffer(data, layout.total, dtype, plan.prescale, stream); });
     }
-    if (plan.integer_average) {
-      launch.local("widening integers to average them", [&] {
+    if (plan.through_words) {
+      launch.local("widening integers into int64 words", [&] {
         return widen_device_for_average(data, layout.total, dtype, reinterpret_cast<std::int64_t*>(work), stream);
       });
     }
@@ -107,10 +107,10 @@ class NcclHierarchicalAllreduce final : public NcclOp {
     launch.collective("ncclAllGather (hierarchical)", local,
                       [&] { return ncclAllGather(slice, work, chunk, work_type, local, stream); });
     launch.collectives_done();
-    if (plan.integer_average) {
-      launch.local("dividing the integer sums", [&] {
-        return finish_device_average(reinterpret_cast<const std::int64_t*>(work), layout.total, dtype, world.size(), data,
-                                     stream);
+    if (plan.through_words) {
+      launch.local("narrowing the int64 words", [&] {
+        return finish_device_average(reinterpret_cast<const std::int64_t*>(work), layout.total, dtype,
+                                     plan.divisor(world.size()), data, stream);
       });
     }
     if (plan.postscale != 1.0) {

@@ -121,6 +121,7 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
   switch (dtype) {
     case DataType::UInt8: return launch_scale<std::uint8_t>(src, dst, count, factor, stream);
     case DataType::Int8: return launch_scale<std::int8_t>(src, dst, count, factor, stream);
+    case DataType::Int16: return launch_scale<std::int16_t>(src, dst, count, factor, stream);
     case DataType::Int32: return launch_scale<std::int32_t>(src, dst, count, factor, stream);
     case DataType::Int64: return launch_scale<std::int64_t>(src, dst, count, factor, stream);
     case DataType::Float16: return launch_scale<__half>(src, dst, count, factor, stream);
@@ -137,6 +138,7 @@ cudaError_t widen_device_for_average(const void* src, std::int64_t count, DataTy
   switch (dtype) {
     case DataType::UInt8: return launch_widen<std::uint8_t>(src, count, wide, stream);
     case DataType::Int8: return launch_widen<std::int8_t>(src, count, wide, stream);
+    case DataType::Int16: return launch_widen<std::int16_t>(src, count, wide, stream);
     case DataType::Int32: return launch_widen<std::int32_t>(src, count, wide, stream);
     case DataType::Int64: return launch_widen<std::int64_t>(src, count, wide, stream);
     default: return cudaErrorInvalidValue;
@@ -150,6 +152,7 @@ cudaError_t finish_device_average(const std::int64_t* wide, std::int64_t count, 
   switch (dtype) {
     case DataType::UInt8: return launch_finish<std::uint8_t>(wide, count, divisor, dst, stream);
     case DataType::Int8: return launch_finish<std::int8_t>(wide, count, divisor, dst, stream);
+    case DataType::Int16: return launch_finish<std::int16_t>(wide, count, divisor, dst, stream);
     case DataType::Int32: return launch_finish<std::int32_t>(wide, count, divisor, dst, stream);
     case DataType::Int64: return launch_finish<std::int64_t>(wide, count, divisor, dst, stream);
     default: return cudaErrorInvalidValue;

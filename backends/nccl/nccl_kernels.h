@@ -24,7 +24,9 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
 // Integer Average (Note [Integer averages are exact], core/integer_average.h) on the device: the
 // same steps and element functions as the host path. widen writes `count` elements of `src` as
 // count * average_words(dtype) int64 words to `wide`; after a Sum of those words across the
-// group, finish writes each sum / divisor (truncated toward zero) to `dst` as `dtype`.
+// group, finish writes each sum / divisor (truncated toward zero) to `dst` as `dtype`. int16's
+// other reductions use them too, with divisor 1 (Note [int16 reduces through int64 words on
+// NCCL], nccl_ops.h).
 cudaError_t widen_device_for_average(const void* src, std::int64_t count, DataType dtype, std::int64_t* wide,
                                      cudaStream_t stream);
 cudaError_t finish_device_average(const std::int64_t* wide, std::int64_t count, DataType dtype, int divisor,

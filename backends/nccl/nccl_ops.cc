@@ -17,8 +17,15 @@ ncclDataType_t nccl_datatype(DataType dtype) {
     case DataType::BFloat16: return ncclBfloat16;
     case DataType::Float32: return ncclFloat32;
     case DataType::Float64: return ncclFloat64;
+    case DataType::Int16:  // a plan that forgot Note [int16 reduces through int64 words on NCCL]
+      throw NcclFailure("NCCL has no 16-bit integer type: int16 reduces through int64 words");
   }
   throw NcclFailure(std::string("no NCCL type for dtype ") + dtype_name(dtype));
+}
+
+// Broadcast and allgather only move the elements: int16 travels as a 2-byte type of NCCL's.
+ncclDataType_t nccl_copy_datatype(DataType dtype) {
+  return dtype == DataType::Int16 ? ncclFloat16 : nccl_datatype(dtype);
 }
 
 bool is_floating(DataType dtype) {
@@ -27,7 +34,8 @@ bool is_floating(DataType dtype) {
 }
 
 // For floating types ncclAvg does the division inside the collective; integers are averaged
-// exactly, through int64 words (ReducePlan::integer_average).
+// exactly, through int64 words (ReducePlan::integer_average), and int16 reduces through them
+// whatever the op (Note [int16 reduces through int64 words on NCCL]).
 ReducePlan reduce_plan(const Response& response) {
   ReducePlan plan;
   plan.prescale = response.prescale_factor;
@@ -39,6 +47,7 @@ ReducePlan reduce_plan(const Response& response) {
       } else {
         plan.op = ncclSum;
         plan.integer_average = true;
+        plan.through_words = true;
       }
       break;
     case ReduceOp::Sum: plan.op = ncclSum; break;
@@ -46,6 +55,7 @@ ReducePlan reduce_plan(const Response& response) {
     case ReduceOp::Max: plan.op = ncclMax; break;
     case ReduceOp::Product: plan.op = ncclProd; break;
   }
+  if (response.dtype == DataType::Int16) plan.through_words = true;
   return plan;
 }
 
@@ -125,7 +135,7 @@ class NcclBroadcast final : public NcclOp {
   Status run(std::vector<TensorTableEntry>& entries, const Response& response,
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
-    const ncclDataType_t type = nccl_datatype(response.dtype);
+    const ncclDataType_t type = nccl_copy_datatype(response.dtype);
     nccl_.start_activity(entries, "NCCL_BCAST");
     Launch launch(nccl_);
     launch.group(comm, [&] {
@@ -158,7 +168,7 @@ class NcclAllgather final : public NcclOp {
       throw NcclFailure("the response carries " + std::to_string(response.first_dims.size()) +
                         " first dimensions for " + std::to_string(size) + " ranks");
     }
-    const ncclDataType_t type = nccl_datatype(response.dtype);
+    const ncclDataType_t type = nccl_copy_datatype(response.dtype);
     // Every output before anything is enqueued.
     std::vector<std::vector<std::int64_t>> dims(entries.size());
     for (std::size_t t = 0; t < entries.size(); ++t) {

@@ -42,17 +42,34 @@ class NcclOp : public CollectiveOp {
   const char* name_;
 };
 
+// Note [int16 reduces through int64 words on NCCL]
+// NCCL has no 16-bit integer type. Every int16 allreduce and reducescatter (hierarchical too)
+// goes through the int64 words of an integer Average (one word per element, widened after any
+// prescale): the words are reduced with the op itself, and each result goes back into int16 as
+// integer::finish does with divisor 1, keeping the low 16 bits. So Sum and Product wrap modulo
+// 2^16 as on the host path (a sum of int16 values cannot overflow int64; a product's low 16 bits
+// survive the int64 product's wrapping), Min and Max are exact, and Average is the integer
+// Average of every other dtype. Broadcast and allgather only move elements: int16 travels as a
+// 2-byte NCCL type (nccl_copy_datatype); alltoall moves bytes.
+
 // Mappings and the scaling plan shared by allreduce and reducescatter.
-ncclDataType_t nccl_datatype(DataType dtype);
+ncclDataType_t nccl_datatype(DataType dtype);       // for reductions; never int16 (the Note above)
+ncclDataType_t nccl_copy_datatype(DataType dtype);  // for collectives that only move elements
 bool is_floating(DataType dtype);
 struct ReducePlan {
   ncclRedOp_t op = ncclSum;
   double prescale = 1.0;
   double postscale = 1.0;
-  // Average on an integer dtype: the data is widened to int64 words (average_words per element),
-  // the words are summed (op is ncclSum), and the sums divided by the group size, as the host
-  // path does (Note [Integer averages are exact]).
+  // The data is widened to int64 words (average_words per element), the words are reduced with
+  // `op` as ncclInt64, and each result divided by divisor() into the dtype, as the host path
+  // does: an integer Average (Note [Integer averages are exact]) and every int16 reduction (Note
+  // [int16 reduces through int64 words on NCCL]).
+  bool through_words = false;
+  // Average on an integer dtype: op is ncclSum and the sums are divided by the group size.
   bool integer_average = false;
+  int divisor(int group_size) const { return integer_average ? group_size : 1; }
+  // The NCCL type the collective runs in: int64 words, else the dtype's own.
+  ncclDataType_t wire_type(DataType dtype) const { return through_words ? ncclInt64 : nccl_datatype(dtype); }
 };
 ReducePlan reduce_plan(const Response& response);
 // Bytes of the int64 words of an integer Average of `count` elements.

@@ -122,7 +122,7 @@ class NcclReducescatter final : public NcclOp {
              const Communicator& group) override {
     ncclComm_t comm = prepare(entries, response, group);
     const ReducePlan plan = reduce_plan(response);
-    const ncclDataType_t type = nccl_datatype(response.dtype);
+    const ncclDataType_t type = plan.wire_type(response.dtype);
     const int size = group.size(), rank = group.rank();
     std::int64_t staging = 0;  // bytes of the padded layout, the largest entry's
     for (auto& entry : entries) {
@@ -133,7 +133,7 @@ class NcclReducescatter final : public NcclOp {
       out_shape[0] = base + (rank < extra ? 1 : 0);
       allocate_device_output(entry, response.dtype, out_shape, nccl_.device());
       const std::int64_t padded = size * (base + (extra > 0 ? 1 : 0)) * row_elements(shape);
-      if (extra != 0 || plan.prescale != 1.0 || plan.integer_average)
+      if (extra != 0 || plan.prescale != 1.0 || plan.through_words)
         staging = std::max(staging, staged_bytes(padded, response.dtype, plan));
     }
     void* buffer = staging > 0 ? nccl_.fusion_buffer(static_cast<std::size_t>(staging)) : nullptr;
@@ -155,12 +155,12 @@ class NcclReducescatter final : public NcclOp {
   }
 
  private:
-  // The padded layout in the dtype, then (integer Average) its int64 words, 64-byte aligned.
+  // The padded layout in the dtype, then (through_words) its int64 words, 64-byte aligned.
   static std::int64_t data_bytes(std::int64_t padded, DataType dtype) {
     return (padded * dtype_size(dtype) + 63) / 64 * 64;
   }
   static std::int64_t staged_bytes(std::int64_t padded, DataType dtype, const ReducePlan& plan) {
-    return data_bytes(padded, dtype) + (plan.integer_average ? average_word_bytes(padded, dtype) : 0);
+    return data_bytes(padded, dtype) + (plan.through_words ? average_word_bytes(padded, dtype) : 0);
   }
 
   void scatter_one(TensorTableEntry& entry, DataType dtype, ncclDataType_t type, const ReducePlan& plan, int size,
@@ -175,7 +175,7 @@ class NcclReducescatter final : public NcclOp {
     const std::int64_t mine = entry.output->shape()[0] * row;
 
     const bool staged = extra != 0 || plan.prescale != 1.0;
-    if (!staged && !plan.integer_average) {
+    if (!staged && !plan.through_words) {
       launch.collective("ncclReduceScatter", comm,
                         [&] { return ncclReduceScatter(in, out, block * row, type, plan.op, comm, stream); });
       return;
@@ -194,21 +194,22 @@ class NcclReducescatter final : public NcclOp {
     if (plan.prescale != 1.0) {
       launch.local("prescale", [&] { return scale_device_buffer(buffer, size * block * row, dtype, plan.prescale, stream); });
     }
-    if (plan.integer_average) {
+    if (plan.through_words) {
       // The padded layout (staged, or the input itself) as int64 words; this rank's block of
-      // summed words divided straight into its output.
+      // reduced words divided straight into its output.
       const std::int64_t padded = size * block * row, words = average_words(dtype);
       auto* wide = reinterpret_cast<std::int64_t*>(buffer + data_bytes(padded, dtype));
       std::int64_t* own_words = wide + rank * block * row * words;
       const void* source = staged ? static_cast<const void*>(buffer) : static_cast<const void*>(in);
-      launch.local("widening integers to average them",
+      launch.local("widening integers into int64 words",
                    [&] { return widen_device_for_average(source, padded, dtype, wide, stream); });
       launch.collective("ncclReduceScatter", comm, [&] {
-        return ncclReduceScatter(wide, own_words, block * row * words, ncclInt64, ncclSum, comm, stream);
+        return ncclReduceScatter(wide, own_words, block * row * words, ncclInt64, plan.op, comm, stream);
       });
       if (mine > 0) {
-        launch.local("dividing the integer sums",
-                     [&] { return finish_device_average(own_words, mine, dtype, size, out, stream); });
+        launch.local("narrowing the int64 words", [&] {
+          return finish_device_average(own_words, mine, dtype, plan.divisor(size), out, stream);
+        });
       }
       return;
     }

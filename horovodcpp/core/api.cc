@@ -80,7 +80,7 @@ detail::Runtime& runtime(const std::string& caller) {
 
 void check_name(const std::string& op, const std::string& name) {
   if (name.rfind("__hvd_", 0) == 0)
-    throw Error(op + ": tensor name '" + name + "' is reserved (names starting with __hvd_ are internal)");
+    throw InvalidArgument(op + ": tensor name '" + name + "' is reserved (names starting with __hvd_ are internal)");
 }
 
 // What the caller passed for one tensor (see detail::checked_entry).
@@ -122,9 +122,9 @@ Handle enqueue_group(detail::Runtime& rt, const std::string& group, std::vector<
 }
 
 void check_group_counts(const char* what, const std::string& group, std::size_t inputs, std::size_t ready) {
-  if (inputs == 0) throw Error(std::string(what) + " '" + group + "': no tensors given");
+  if (inputs == 0) throw InvalidArgument(std::string(what) + " '" + group + "': no tensors given");
   if (ready != 0 && ready != inputs)
-    throw Error(std::string(what) + " '" + group + "': " + std::to_string(ready) + " ready events for " +
+    throw InvalidArgument(std::string(what) + " '" + group + "': " + std::to_string(ready) + " ready events for " +
                 std::to_string(inputs) + " tensors");
 }
 
@@ -281,6 +281,7 @@ long background_thread_id() {
 bool mpi_built() { return detail::compiled_features().mpi; }
 bool nccl_built() { return detail::compiled_features().nccl; }
 bool cuda_built() { return detail::compiled_features().cuda; }
+int nccl_version() { return detail::compiled_features().nccl_version; }
 
 SubmissionBatch::SubmissionBatch() { runtime("hvd::SubmissionBatch").begin_batch(); }
 
@@ -311,7 +312,7 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
   check_or_withdraw(rt, set, group_members(detail::RequestType::Allreduce, group, inputs.size()), [&] {
     check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
     if (outputs.size() != inputs.size())
-      throw Error("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
+      throw InvalidArgument("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
                   std::to_string(outputs.size()) + " outputs");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       auto submitted = with_output(inputs[i], outputs[i], ready.empty() ? nullptr : ready[i]);
@@ -385,9 +386,9 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
     e = detail::checked_entry(detail::RequestType::Broadcast, "broadcast", name, std::move(submitted));
     if (root_at == members.end()) {
       if (set == 0)
-        throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
+        throw InvalidArgument("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is out of range [0, " +
                     std::to_string(members.size()) + ")");
-      throw Error("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
+      throw InvalidArgument("broadcast of '" + name + "': root rank " + std::to_string(options.root) + " is not in " +
                   options.process_set.describe());
     }
   });
@@ -410,20 +411,20 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
     const std::int64_t rows = e.input->shape().front();
     if (splits.empty()) {
       if (rows % size != 0)
-        throw Error("alltoall of '" + name + "': first dimension " + std::to_string(rows) +
+        throw InvalidArgument("alltoall of '" + name + "': first dimension " + std::to_string(rows) +
                     " is not divisible by the " + std::to_string(size) + " ranks; pass splits");
       splits.assign(size, rows / size);
     }
     if (static_cast<int>(splits.size()) != size)
-      throw Error("alltoall of '" + name + "': " + std::to_string(splits.size()) + " splits for " +
+      throw InvalidArgument("alltoall of '" + name + "': " + std::to_string(splits.size()) + " splits for " +
                   std::to_string(size) + " ranks");
     std::int64_t total = 0;
     for (auto s : splits) {
-      if (s < 0) throw Error("alltoall of '" + name + "': negative split " + std::to_string(s));
+      if (s < 0) throw InvalidArgument("alltoall of '" + name + "': negative split " + std::to_string(s));
       total += s;
     }
     if (total != rows)
-      throw Error("alltoall of '" + name + "': splits sum to " + std::to_string(total) +
+      throw InvalidArgument("alltoall of '" + name + "': splits sum to " + std::to_string(total) +
                   " but the first dimension is " + std::to_string(rows));
   });
   e.splits = std::move(splits);
@@ -446,7 +447,7 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
 
 Handle withdraw(const std::string& name, const std::string& reason, const ProcessSet& process_set) {
   auto& rt = runtime("hvd::withdraw");
-  if (name.empty()) throw Error("hvd::withdraw: the collective's name is empty");
+  if (name.empty()) throw InvalidArgument("hvd::withdraw: the collective's name is empty");
   check_name("hvd::withdraw", name);
   const int set = set_for(rt, process_set, "hvd::withdraw", name);
   return withdraw_requests(rt, set, {named(detail::RequestType::Allreduce, name)}, reason);
@@ -476,7 +477,7 @@ int join(const ProcessSet& process_set) {
 }
 
 void start_timeline(const std::string& path, bool mark_cycles) {
-  if (path.empty()) throw Error("hvd::start_timeline: the path is empty");
+  if (path.empty()) throw InvalidArgument("hvd::start_timeline: the path is empty");
   try {
     runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
   } catch (const TimelineError& e) {

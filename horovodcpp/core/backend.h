@@ -30,6 +30,7 @@ struct BuildFeatures {
   bool mpi = false;
   bool nccl = false;
   bool cuda = false;
+  int nccl_version = 0;  // NCCL_VERSION_CODE of the headers built against
 };
 
 // Defined in backends/compiled_backends.cc.

@@ -14,6 +14,7 @@ namespace {
 constexpr std::uint8_t kMagic[4] = {'H', 'V', 'D', '1'};
 constexpr std::uint8_t kRequestKind = 1;
 constexpr std::uint8_t kResponseKind = 2;
+constexpr DataType kLastDataType = DataType::Int16;  // the highest dtype code on the wire
 
 class Writer {
  public:
@@ -207,7 +208,7 @@ bool RequestListReader::next(Request* r) {
   r->rank = rd.pod<std::int32_t>("rank");
   r->type = rd.enumeration(last_request_type(), "request type");
   rd.str_into(&r->name, "name");
-  r->dtype = rd.enumeration(DataType::Float64, "dtype");
+  r->dtype = rd.enumeration(kLastDataType, "dtype");
   rd.shape_into(&r->shape, "shape");
   r->device = rd.pod<std::int32_t>("device");
   r->reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
@@ -258,7 +259,7 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
     for (auto d : r.first_dims)
       if (__builtin_add_overflow(rows, d, &rows))
         throw CodecError("corrupt message: the first dimensions add up to more than fits in 64 bits");
-    r.dtype = rd.enumeration(DataType::Float64, "dtype");
+    r.dtype = rd.enumeration(kLastDataType, "dtype");
     r.device = rd.pod<std::int32_t>("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
     r.prescale_factor = rd.pod<double>("prescale factor");

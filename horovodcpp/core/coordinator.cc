@@ -186,9 +186,15 @@ void Coordinator::accept(const Request& request, int member, std::size_t positio
   }
 }
 
-// Every rank has reported, or joined: the ranks that did both count once.
+// Ready when every rank has reported, or joined (the ranks that did both count once). A
+// collective that does not accept joined ranks is ready to fail as soon as a joined rank lacks
+// it: that rank waits in join() until every rank joined, so it would never come, and the ranks
+// that did submit it would wait for good (with unnamed tensors, whose generated names differ
+// once some ranks skipped a call, they could not even agree on the name to fail).
 bool Coordinator::is_ready(const TableEntry& entry) const {
-  return entry.reporters + static_cast<int>(joined_ranks_.size()) - entry.joined_reporters == size_;
+  const int joined = static_cast<int>(joined_ranks_.size());
+  if (entry.reporters + joined - entry.joined_reporters == size_) return true;
+  return joined > entry.joined_reporters && !traits_of(entry.first.type).joinable;
 }
 
 // The lowest rank of those that agree with the first request, as it sent its request, and every

@@ -54,6 +54,7 @@ void copy_scaled(void* to, const void* from, std::int64_t count, DataType dtype,
   switch (dtype) {
     case DataType::UInt8: return scale_integer(as<std::uint8_t>(to), as<std::uint8_t>(from), count, factor);
     case DataType::Int8: return scale_integer(as<std::int8_t>(to), as<std::int8_t>(from), count, factor);
+    case DataType::Int16: return scale_integer(as<std::int16_t>(to), as<std::int16_t>(from), count, factor);
     case DataType::Int32: return scale_integer(as<std::int32_t>(to), as<std::int32_t>(from), count, factor);
     case DataType::Int64: return scale_integer(as<std::int64_t>(to), as<std::int64_t>(from), count, factor);
     case DataType::Float16:

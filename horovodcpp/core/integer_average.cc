@@ -21,6 +21,7 @@ bool is_integer(DataType dtype) {
   switch (dtype) {
     case DataType::UInt8:
     case DataType::Int8:
+    case DataType::Int16:
     case DataType::Int32:
     case DataType::Int64: return true;
     default: return false;
@@ -33,6 +34,7 @@ void widen_for_average(const void* from, std::int64_t count, DataType dtype, std
   switch (dtype) {
     case DataType::UInt8: return widen_all(static_cast<const std::uint8_t*>(from), count, wide);
     case DataType::Int8: return widen_all(static_cast<const std::int8_t*>(from), count, wide);
+    case DataType::Int16: return widen_all(static_cast<const std::int16_t*>(from), count, wide);
     case DataType::Int32: return widen_all(static_cast<const std::int32_t*>(from), count, wide);
     case DataType::Int64: return widen_all(static_cast<const std::int64_t*>(from), count, wide);
     default: throw Error(std::string("internal: integer average of ") + dtype_name(dtype));
@@ -44,6 +46,7 @@ void finish_average(const std::int64_t* wide, std::int64_t count, DataType dtype
   switch (dtype) {
     case DataType::UInt8: return finish_all(wide, count, divisor, static_cast<std::uint8_t*>(to));
     case DataType::Int8: return finish_all(wide, count, divisor, static_cast<std::int8_t*>(to));
+    case DataType::Int16: return finish_all(wide, count, divisor, static_cast<std::int16_t*>(to));
     case DataType::Int32: return finish_all(wide, count, divisor, static_cast<std::int32_t*>(to));
     case DataType::Int64: return finish_all(wide, count, divisor, static_cast<std::int64_t*>(to));
     default: throw Error(std::string("internal: integer average of ") + dtype_name(dtype));

@@ -12,8 +12,8 @@
 namespace hvd::detail {
 
 // Note [Integer averages are exact]
-// Average on uint8, int8, int32 and int64 is the sum over the group divided by the group size,
-// truncated toward zero: C++'s `/`, torch's div(rounding_mode="trunc"), what Horovod's own tests
+// Average on uint8, int8, int16, int32 and int64 is the sum over the group divided by the group
+// size, truncated toward zero: C++'s `/`, torch's div(rounding_mode="trunc"), what Horovod's tests
 // expect of integer averages (test_torch.py's join test; Horovod 0.28 itself scales the sum by
 // 1.0/size in double and truncates, which loses the low bits of int64 values past 2^53 and can
 // land one below an exact quotient). No double is involved here, and the sum cannot overflow:

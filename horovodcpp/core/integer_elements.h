@@ -24,6 +24,9 @@ template <> struct Range<std::uint8_t> {
 template <> struct Range<std::int8_t> {
   static constexpr std::int64_t lo = -128, hi = 127;
 };
+template <> struct Range<std::int16_t> {
+  static constexpr std::int64_t lo = -32768, hi = 32767;
+};
 template <> struct Range<std::int32_t> {
   static constexpr std::int64_t lo = -2147483647LL - 1, hi = 2147483647LL;
 };
@@ -84,7 +87,9 @@ HVD_HOST_DEVICE void widen(T v, std::int64_t* wide) {
 }
 
 // The group's sum of widen's words for one element, divided by `divisor` (truncated toward
-// zero). The quotient of values that fit T fits T.
+// zero). The quotient of values that fit T fits T. With divisor 1 the words may hold any int16
+// reduction (Note [int16 reduces through int64 words on NCCL], backends/nccl/nccl_ops.h): the
+// conversion keeps the low 16 bits, as int16 Sum and Product wrap.
 template <class T>
 HVD_HOST_DEVICE T finish(const std::int64_t* wide, int divisor) {
   if constexpr (Words<T>::value == 2) {

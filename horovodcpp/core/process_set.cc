@@ -91,15 +91,15 @@ ProcessSet add_process_set(const ProcessSet& process_set) {
   const std::string op = "hvd::add_process_set";
   auto& rt = detail::running_runtime(op);
   auto identity = detail::ProcessSetAccess::identity(process_set);
-  if (!identity) throw Error(op + ": the global process set is always registered");
-  if (identity->id.load() >= 0) throw Error(op + ": " + process_set.describe() + " is already registered");
+  if (!identity) throw InvalidArgument(op + ": the global process set is always registered");
+  if (identity->id.load() >= 0) throw InvalidArgument(op + ": " + process_set.describe() + " is already registered");
   if (!rt.dynamic_process_sets()) throw Error(op + std::string(kDynamicHint));
   // Checked here too (the background thread checks again against the table every rank shares),
   // so bad ranks fail at once on the caller's thread.
   std::vector<int> sorted;
   detail::ProcessSetTable scratch;
   const std::string error = scratch.check_new_ranks(identity->ranks, rt.topology().size, &sorted);
-  if (!error.empty()) throw Error(op + ": " + error);
+  if (!error.empty()) throw InvalidArgument(op + ": " + error);
   identity->id = run_global_change(rt, detail::kAddProcessSetPrefix, as_shape(identity->ranks));
   return process_set;
 }
@@ -108,10 +108,10 @@ void remove_process_set(const ProcessSet& process_set) {
   const std::string op = "hvd::remove_process_set";
   auto& rt = detail::running_runtime(op);
   auto identity = detail::ProcessSetAccess::identity(process_set);
-  if (!identity) throw Error(op + ": the global process set cannot be removed");
+  if (!identity) throw InvalidArgument(op + ": the global process set cannot be removed");
   if (!rt.dynamic_process_sets()) throw Error(op + std::string(kDynamicHint));
   const int id = identity->id.load();
-  if (id < 0) throw Error(op + ": " + process_set.describe() + " is not registered");
+  if (id < 0) throw InvalidArgument(op + ": " + process_set.describe() + " is not registered");
   run_global_change(rt, detail::kRemoveProcessSetPrefix, {id});
   identity->id = -1;
   identity->removed = true;
@@ -127,7 +127,7 @@ int resolve_process_set(Runtime& runtime, const ProcessSet& set, const std::stri
   }
   const int id = identity->id.load();
   if (id < 0)
-    throw Error(op + ": " + set.describe() + " cannot be used" +
+    throw InvalidArgument(op + ": " + set.describe() + " cannot be used" +
                 (identity->removed.load() ? "" : "; register it with hvd::init(process_sets) or hvd::add_process_set()"));
   std::vector<int> members = runtime.process_set_ranks(id, op);
   if (ranks != nullptr) *ranks = std::move(members);

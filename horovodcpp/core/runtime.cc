@@ -163,7 +163,9 @@ void Runtime::set_up_on_world() {
   CyclePacer::Options pacing;
   pacing.oversubscribed = ranks_outnumber_cores(topology_.local_size);
   pacer_ = std::make_unique<CyclePacer>(world_->control(), &progress_, pacing);
-  if (!settings_.timeline_path.empty()) start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
+  // HOROVOD_TIMELINE=DYNAMIC (Horovod's value): no file until hvd::start_timeline().
+  if (!settings_.timeline_path.empty() && settings_.timeline_path != kDynamicTimeline)
+    start_timeline(settings_.timeline_path, settings_.timeline_mark_cycles);
 }
 
 std::string Runtime::agree_on_init(const std::string& local_error) {
@@ -268,7 +270,11 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
       timeline_.negotiate_rank_ready(r.name, topology_.rank);
     }
   };
-  if (auto error = queue_.add(std::move(entries), std::move(requests), open_negotiations)) throw Error(*error);
+  if (auto error = queue_.add(std::move(entries), std::move(requests), open_negotiations)) {
+    // The queue refuses a name already in flight (the caller's to fix) or, once closed, everything.
+    if (!running()) throw Error(*error);
+    throw InvalidArgument(*error);
+  }
   return state;
 }
 

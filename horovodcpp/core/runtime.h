@@ -91,8 +91,8 @@ class Runtime {
   Timeline& timeline() { return timeline_; }
   void start_timeline(const std::string& path, bool mark_cycles);
 
-  // Queues the entries (with their requests) under one handle; throws hvd::Error when a name is
-  // already in flight or the runtime has stopped.
+  // Queues the entries (with their requests) under one handle; throws hvd::InvalidArgument when a
+  // name is already in flight, hvd::Error when the runtime has stopped.
   // In process set `process_set_id`: throws naming the op, the tensor and the set when the set is
   // not registered or this rank is not in it.
   std::shared_ptr<HandleState> enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests,

@@ -65,11 +65,11 @@ std::string Runtime::create_initial_process_sets() {
 std::vector<int> Runtime::check_member(int process_set_id, const std::string& op) {
   ProcessSetState* set = process_sets_.find(process_set_id);
   if (set == nullptr)
-    throw Error(op + ": process set " + std::to_string(process_set_id) +
-                (process_sets_.was_removed(process_set_id) ? " was removed" : " is not registered"));
+    throw InvalidArgument(op + ": process set " + std::to_string(process_set_id) +
+                          (process_sets_.was_removed(process_set_id) ? " was removed" : " is not registered"));
   if (!set->member())
-    throw Error(op + ": rank " + std::to_string(topology_.rank) + " is not in " +
-                describe_process_set(set->id, set->ranks) + "; only its ranks may submit to it");
+    throw InvalidArgument(op + ": rank " + std::to_string(topology_.rank) + " is not in " +
+                          describe_process_set(set->id, set->ranks) + "; only its ranks may submit to it");
   return set->ranks;
 }
 

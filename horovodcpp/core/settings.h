@@ -19,6 +19,9 @@ namespace hvd::detail {
 
 enum class SettingKind { Bytes, Count, Milliseconds, Seconds, Number, Flag, Path, Choice };
 
+// HOROVOD_TIMELINE's value that names no file: recording starts at hvd::start_timeline().
+inline constexpr const char* kDynamicTimeline = "DYNAMIC";
+
 // The values hvd::init() runs with. A default-constructed Settings holds every declared
 // default (the constructor applies the table); the braces below only zero the members, the
 // defaults are not written here.

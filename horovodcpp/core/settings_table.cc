@@ -22,7 +22,8 @@ const std::vector<SettingSpec>& setting_specs() {
        "Responses remembered so repeated tensors skip negotiation (0 disables the cache)."},
       {"HOROVOD_TIMELINE", "timeline-filename", K::Path, &Settings::timeline_path,
        "", "", kPerRank,
-       "Write a Chrome-trace timeline of every operation to this file."},
+       "Write a Chrome-trace timeline of every operation to this file (DYNAMIC: no file until "
+       "hvd::start_timeline())."},
       {"HOROVOD_TIMELINE_MARK_CYCLES", "timeline-mark-cycles", K::Flag, &Settings::timeline_mark_cycles,
        "0", "", kPerRank,
        "Mark each background cycle in the timeline."},

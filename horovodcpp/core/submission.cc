@@ -6,19 +6,19 @@ namespace hvd::detail {
 namespace {
 
 void check_input(const std::string& op, const std::string& name, const TensorPtr& t) {
-  if (!t) throw Error(op + " of '" + name + "': the input tensor is null");
+  if (!t) throw InvalidArgument(op + " of '" + name + "': the input tensor is null");
   for (auto d : t->shape())
-    if (d < 0) throw Error(op + " of '" + name + "': negative dimension in shape " + shape_string(t->shape()));
-  if (t->data() == nullptr && t->num_elements() > 0) throw Error(op + " of '" + name + "': the input has no data");
+    if (d < 0) throw InvalidArgument(op + " of '" + name + "': negative dimension in shape " + shape_string(t->shape()));
+  if (t->data() == nullptr && t->num_elements() > 0) throw InvalidArgument(op + " of '" + name + "': the input has no data");
 }
 
 void check_output(const std::string& op, const std::string& name, const TensorPtr& in, const TensorPtr& out) {
-  if (!out) throw Error(op + " of '" + name + "': the output tensor is null");
+  if (!out) throw InvalidArgument(op + " of '" + name + "': the output tensor is null");
   if (out->dtype() != in->dtype() || out->num_elements() != in->num_elements())
-    throw Error(op + " of '" + name + "': output " + dtype_name(out->dtype()) + shape_string(out->shape()) +
+    throw InvalidArgument(op + " of '" + name + "': output " + dtype_name(out->dtype()) + shape_string(out->shape()) +
                 " does not match input " + dtype_name(in->dtype()) + shape_string(in->shape()));
   if (out->device() != in->device())
-    throw Error(op + " of '" + name + "': output is on device " + std::to_string(out->device()) +
+    throw InvalidArgument(op + " of '" + name + "': output is on device " + std::to_string(out->device()) +
                 " but input is on device " + std::to_string(in->device()));
 }
 
@@ -30,7 +30,7 @@ TensorTableEntry checked_entry(RequestType type, const std::string& op, const st
     check_input(op, name, s.input);
     if (!traits.allocates_output) check_output(op, name, s.input, s.output);
     if (traits.needs_first_dim && s.input->shape().empty())
-      throw Error(op + " of '" + name + "': the input is a scalar; " + traits.name + " needs a first dimension");
+      throw InvalidArgument(op + " of '" + name + "': the input is a scalar; " + traits.name + " needs a first dimension");
   }
   TensorTableEntry e;
   e.name = name;

@@ -9,6 +9,7 @@ const char* dtype_name(DataType dtype) {
   switch (dtype) {
     case DataType::UInt8: return "uint8";
     case DataType::Int8: return "int8";
+    case DataType::Int16: return "int16";
     case DataType::Int32: return "int32";
     case DataType::Int64: return "int64";
     case DataType::Float16: return "float16";
@@ -23,6 +24,7 @@ std::int64_t dtype_size(DataType dtype) {
   switch (dtype) {
     case DataType::UInt8:
     case DataType::Int8: return 1;
+    case DataType::Int16:
     case DataType::Float16:
     case DataType::BFloat16: return 2;
     case DataType::Int32:

@@ -23,11 +23,12 @@ inline std::string describe(const std::string& name) {
   return name.empty() ? std::string("an unnamed tensor") : "'" + name + "'";
 }
 
-// The core dtype for a torch dtype; throws hvd::Error naming the op, tensor and dtype.
+// The core dtype for a torch dtype; throws hvd::InvalidArgument naming the op, tensor and dtype.
 inline DataType to_hvd_dtype(at::ScalarType type, const std::string& op, const std::string& name) {
   switch (type) {
     case at::kByte: return DataType::UInt8;
     case at::kChar: return DataType::Int8;
+    case at::kShort: return DataType::Int16;
     case at::kInt: return DataType::Int32;
     case at::kLong: return DataType::Int64;
     case at::kHalf: return DataType::Float16;
@@ -35,8 +36,9 @@ inline DataType to_hvd_dtype(at::ScalarType type, const std::string& op, const s
     case at::kFloat: return DataType::Float32;
     case at::kDouble: return DataType::Float64;
     default:
-      throw Error(op + " of " + describe(name) + ": dtype " + std::string(c10::toString(type)) +
-                  " is not supported (use uint8, int8, int32, int64, float16, bfloat16, float32 or float64)");
+      throw InvalidArgument(op + " of " + describe(name) + ": dtype " + std::string(c10::toString(type)) +
+                            " is not supported (use uint8, int8, int16, int32, int64, float16, bfloat16, float32 "
+                            "or float64)");
   }
 }
 
@@ -44,6 +46,7 @@ inline at::ScalarType to_torch_dtype(DataType type) {
   switch (type) {
     case DataType::UInt8: return at::kByte;
     case DataType::Int8: return at::kChar;
+    case DataType::Int16: return at::kShort;
     case DataType::Int32: return at::kInt;
     case DataType::Int64: return at::kLong;
     case DataType::Float16: return at::kHalf;
@@ -56,14 +59,14 @@ inline at::ScalarType to_torch_dtype(DataType type) {
 
 // Rejects what the core cannot take, before anything is sent.
 inline void check_tensor(const at::Tensor& t, const std::string& op, const std::string& name) {
-  if (!t.defined()) throw Error(op + " of " + describe(name) + ": the tensor is undefined");
+  if (!t.defined()) throw InvalidArgument(op + " of " + describe(name) + ": the tensor is undefined");
   to_hvd_dtype(t.scalar_type(), op, name);
   if (!t.is_cpu() && !t.is_cuda())
-    throw Error(op + " of " + describe(name) + ": device " + t.device().str() +
+    throw InvalidArgument(op + " of " + describe(name) + ": device " + t.device().str() +
                 " is not supported (CPU or CUDA tensors only)");
-  if (t.is_sparse()) throw Error(op + " of " + describe(name) + ": sparse tensors are not supported (dense only)");
+  if (t.is_sparse()) throw InvalidArgument(op + " of " + describe(name) + ": sparse tensors are not supported (dense only)");
   if (!t.is_contiguous())
-    throw Error(op + " of " + describe(name) + ": the tensor is not contiguous (call .contiguous() first)");
+    throw InvalidArgument(op + " of " + describe(name) + ": the tensor is not contiguous (call .contiguous() first)");
 }
 
 // An hvd::Tensor over a contiguous torch tensor; holding it keeps the storage alive.

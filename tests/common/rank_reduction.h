@@ -13,9 +13,9 @@
 
 namespace hvd::test {
 
-inline const std::vector<DataType> kEveryDtype = {DataType::UInt8,   DataType::Int8,    DataType::Int32,
-                                                  DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                                  DataType::Float32, DataType::Float64};
+inline const std::vector<DataType> kEveryDtype = {DataType::UInt8,   DataType::Int8,    DataType::Int16,
+                                                  DataType::Int32,   DataType::Int64,   DataType::Float16,
+                                                  DataType::BFloat16, DataType::Float32, DataType::Float64};
 inline const std::vector<ReduceOp> kEveryReduceOp = {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Min,
                                                      ReduceOp::Max, ReduceOp::Product};
 
@@ -25,7 +25,8 @@ inline double rank_value(int rank, std::int64_t i, ReduceOp op) {
 }
 
 inline bool integer_dtype(DataType dtype) {
-  return dtype == DataType::UInt8 || dtype == DataType::Int8 || dtype == DataType::Int32 || dtype == DataType::Int64;
+  return dtype == DataType::UInt8 || dtype == DataType::Int8 || dtype == DataType::Int16 ||
+         dtype == DataType::Int32 || dtype == DataType::Int64;
 }
 
 // op over ranks 0..size-1 of rank_value(r, i) * prescale, then averaged and postscaled. Integer

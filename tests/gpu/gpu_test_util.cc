@@ -104,6 +104,7 @@ std::vector<unsigned char> encode(const std::vector<double>& values, DataType dt
     switch (dtype) {
       case DataType::UInt8: put(out, i, static_cast<std::uint8_t>(v)); break;
       case DataType::Int8: put(out, i, static_cast<std::int8_t>(v)); break;
+      case DataType::Int16: put(out, i, static_cast<std::int16_t>(v)); break;
       case DataType::Int32: put(out, i, static_cast<std::int32_t>(v)); break;
       case DataType::Int64: put(out, i, static_cast<std::int64_t>(v)); break;
       case DataType::Float16: put(out, i, float_to_half(static_cast<float>(v))); break;
@@ -121,6 +122,7 @@ std::vector<double> decode(const unsigned char* bytes, std::int64_t count, DataT
     switch (dtype) {
       case DataType::UInt8: out[i] = get<std::uint8_t>(bytes, i); break;
       case DataType::Int8: out[i] = get<std::int8_t>(bytes, i); break;
+      case DataType::Int16: out[i] = get<std::int16_t>(bytes, i); break;
       case DataType::Int32: out[i] = get<std::int32_t>(bytes, i); break;
       case DataType::Int64: out[i] = static_cast<double>(get<std::int64_t>(bytes, i)); break;
       case DataType::Float16: out[i] = half_to_float(get<std::uint16_t>(bytes, i)); break;

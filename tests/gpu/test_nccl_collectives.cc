@@ -124,6 +124,60 @@ TEST_CASE("NCCL allreduce applies prescale and postscale on the device", "[allre
   }
 }
 
+// What int16's trip through int64 words must keep (Note [int16 reduces through int64 words on
+// NCCL]): sums that pass 2^15 wrap as int16 arithmetic does, Average truncates the exact sum
+// toward zero (negative values included), and the scale factors apply as int16 scaling, each
+// truncated. The host path (HOROVOD_GPU_OPERATIONS=mpi) must give the same.
+TEST_CASE("int16 on device tensors: wrapping sums, truncated averages, scale factors",
+          "[allreduce][reducescatter]") {
+  const int me = rank(), n = size();
+  const std::int64_t count = 6;
+  auto value = [](int r, std::int64_t i) -> std::int64_t {
+    switch (i % 3) {
+      case 0: return 20000 + r;          // the sum passes 2^15 from two ranks on
+      case 1: return r == 0 ? -7 : 2 * r;  // a negative sum or a small one, rarely a multiple of n
+      default: return -(r + 1) * 3 - static_cast<std::int64_t>(i);
+    }
+  };
+  auto wrap = [](std::int64_t v) { return static_cast<double>(static_cast<std::int16_t>(static_cast<std::uint16_t>(v))); };
+  struct Case {
+    ReduceOp op;
+    double prescale, postscale;
+  };
+  for (const Case& c : {Case{ReduceOp::Sum, 1, 1}, Case{ReduceOp::Average, 1, 1}, Case{ReduceOp::Average, 0.5, 1.5},
+                        Case{ReduceOp::Sum, 1, 0.5}}) {
+    std::vector<double> in(count), want(count);
+    for (std::int64_t i = 0; i < count; ++i) {
+      in[i] = static_cast<double>(value(me, i));
+      std::int64_t acc = 0;
+      for (int r = 0; r < n; ++r) acc += static_cast<std::int64_t>(std::trunc(value(r, i) * c.prescale));
+      if (c.op == ReduceOp::Average) acc /= n;  // C++ division truncates toward zero
+      want[i] = std::trunc(wrap(acc) * c.postscale);
+    }
+    const std::string name = std::string("int16.") + reduce_op_name(c.op) + "." + std::to_string(c.prescale) + "." +
+                             std::to_string(c.postscale);
+    AllreduceOptions options{c.op, name, c.prescale, c.postscale};
+    auto input = device_tensor(DataType::Int16, {count}, in);
+    auto output = DeviceTensor::allocate(DataType::Int16, {count});
+    allreduce_async(input, output, options).wait();
+    check_close(output->download(), want, DataType::Int16, name);
+    // The same values scattered: rows of one element, this rank's rows of the same results.
+    std::vector<double> rows_in(count * n), rows_want(count * n);
+    for (std::int64_t j = 0; j < count * n; ++j) {
+      rows_in[j] = in[j % count];
+      rows_want[j] = want[j % count];
+    }
+    auto scattered_in = device_tensor(DataType::Int16, {count * n, 1}, rows_in);
+    Handle h = reducescatter_async(scattered_in, test::device_allocator(),
+                                   {c.op, name + ".scattered", c.prescale, c.postscale});
+    h.wait();
+    auto& out = static_cast<DeviceTensor&>(*h.outputs().at(0));
+    REQUIRE(out.shape() == TensorShape{count, 1});
+    std::vector<double> mine(rows_want.begin() + me * count, rows_want.begin() + (me + 1) * count);
+    check_close(out.download(), mine, DataType::Int16, name + ".scattered");
+  }
+}
+
 TEST_CASE("NCCL allgather with a different first dimension on each rank", "[allgather]") {
   const std::int64_t cols = 3;
   for (DataType dtype : test::kEveryDtype) {
@@ -188,7 +242,7 @@ TEST_CASE("NCCL reducescatter with rows not divisible by the size", "[reducescat
   const int me = rank(), n = size();
   const std::int64_t cols = 3;
   for (std::int64_t total_rows : {static_cast<std::int64_t>(2 * n + 1), static_cast<std::int64_t>(2 * n)}) {
-    for (DataType dtype : {DataType::Int32, DataType::Float16, DataType::Float32, DataType::BFloat16}) {
+    for (DataType dtype : {DataType::Int16, DataType::Int32, DataType::Float16, DataType::Float32, DataType::BFloat16}) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max}) {
         std::vector<double> in(total_rows * cols);
         for (std::int64_t i = 0; i < total_rows * cols; ++i) in[i] = rank_value(me, i, op);
@@ -260,7 +314,7 @@ TEST_CASE("NCCL reducescatter fused and padded, with prescale, postscale and int
   const int me = rank(), n = size();
   const std::int64_t cols = 2;
   const std::vector<std::int64_t> row_counts = {2 * n + 1, n, 1};  // padded, even, fewer rows than ranks
-  for (DataType dtype : {DataType::Int32, DataType::Float16, DataType::BFloat16, DataType::Float32}) {
+  for (DataType dtype : {DataType::Int16, DataType::Int32, DataType::Float16, DataType::BFloat16, DataType::Float32}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
       const double prescale = test::integer_dtype(dtype) ? 1.0 : 0.5, postscale = test::integer_dtype(dtype) ? 1.0 : 4.0;
       std::vector<TensorPtr> inputs;
@@ -340,16 +394,20 @@ TEST_CASE("a joined rank contributes zeros to the NCCL allreduces it no longer s
   if (rank() == 0) {
     last = join();
   } else {
-    std::vector<TensorPtr> tensors;
-    for (int t = 0; t < 3; ++t) tensors.push_back(device_tensor(DataType::Float32, {n}, in));
-    // One tensor alone in its response, then two fused: the joined rank must issue the same
-    // NCCL call as the others in both cases.
-    allreduce_async(tensors[0], tensors[0], {ReduceOp::Sum, "join.single"}).wait();
-    grouped_allreduce_async({tensors[1], tensors[2]}, {tensors[1], tensors[2]}, {ReduceOp::Sum, "join.fused"}).wait();
-    std::vector<double> want(n);
-    for (std::int64_t i = 0; i < n; ++i)
-      want[i] = test::reduced_over_ranks(ReduceOp::Sum, i, DataType::Float32, size()) - rank_value(0, i, ReduceOp::Sum);
-    for (auto& t : tensors) check_close(static_cast<DeviceTensor&>(*t).download(), want, DataType::Float32, "join");
+    // int16 too: it reduces through int64 words, the joined rank's zeros included.
+    for (DataType dtype : {DataType::Float32, DataType::Int16}) {
+      std::vector<TensorPtr> tensors;
+      for (int t = 0; t < 3; ++t) tensors.push_back(device_tensor(dtype, {n}, in));
+      // One tensor alone in its response, then two fused: the joined rank must issue the same
+      // NCCL call as the others in both cases.
+      const std::string name = std::string("join.") + dtype_name(dtype);
+      allreduce_async(tensors[0], tensors[0], {ReduceOp::Sum, name + ".single"}).wait();
+      grouped_allreduce_async({tensors[1], tensors[2]}, {tensors[1], tensors[2]}, {ReduceOp::Sum, name + ".fused"}).wait();
+      std::vector<double> want(n);
+      for (std::int64_t i = 0; i < n; ++i)
+        want[i] = test::reduced_over_ranks(ReduceOp::Sum, i, dtype, size()) - rank_value(0, i, ReduceOp::Sum);
+      for (auto& t : tensors) check_close(static_cast<DeviceTensor&>(*t).download(), want, dtype, name);
+    }
     last = join();
   }
   REQUIRE(last >= 0);

@@ -117,6 +117,7 @@ TEST_CASE("NCCL integer allreduce near the limits: Sum and Product wrap, Min and
           "[allreduce][integer]") {
   check_allreduce<std::uint8_t>(DataType::UInt8);
   check_allreduce<std::int8_t>(DataType::Int8);
+  check_allreduce<std::int16_t>(DataType::Int16);
   check_allreduce<std::int32_t>(DataType::Int32);
   check_allreduce<std::int64_t>(DataType::Int64);
 }
@@ -177,6 +178,7 @@ TEST_CASE("NCCL integer reducescatter near the limits: Average exact and truncat
           "[reducescatter][integer]") {
   check_reducescatter<std::uint8_t>(DataType::UInt8);
   check_reducescatter<std::int8_t>(DataType::Int8);
+  check_reducescatter<std::int16_t>(DataType::Int16);
   check_reducescatter<std::int32_t>(DataType::Int32);
   check_reducescatter<std::int64_t>(DataType::Int64);
 }

@@ -234,6 +234,35 @@ TEST_CASE("join: ranks with fewer steps join and contribute zeros", "[join]") {
   CHECK(read_as_double(*after, 1) == size);
 }
 
+TEST_CASE("join: other collectives fail at once on the ranks still running", "[join]") {
+  // Each rank in turn joins first. The others' allgathers can never complete (the joined rank
+  // waits in join() until all have joined), so they fail as soon as the coordinator sees a
+  // joined rank lacking them, even when the ranks do not agree on the name (as with generated
+  // names once some ranks skipped a call): here every rank uses its own name.
+  const int rank = hvd::rank(), size = hvd::size();
+  for (int first = 0; first < size; ++first) {
+    if (rank != first) {
+      auto t = filled(DataType::Float32, {2, 3}, [](std::int64_t i) { return i; });
+      const std::string name = "joined.gather." + std::to_string(first) + ".rank" + std::to_string(rank);
+      try {
+        allgather_async(t, host_allocator(), {name}).wait();
+        FAIL("an allgather succeeded while rank " << first << " had joined");
+      } catch (const Error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("'" + name + "'") && Catch::Contains("joined") &&
+                                 Catch::Contains("rank " + std::to_string(first)));
+      }
+    }
+    const int last = hvd::join();
+    CHECK(last != first);
+    auto agreed = filled(DataType::Int32, {1}, [&](std::int64_t) { return last; });
+    allreduce_async(agreed, agreed, {ReduceOp::Max, "joined.last." + std::to_string(first)}).wait();
+    CHECK(read_as_double(*agreed, 0) == last);  // the same last rank everywhere
+  }
+  auto after = filled(DataType::Float32, {2}, [&](std::int64_t) { return 1; });
+  allreduce_async(after, after, {ReduceOp::Sum, "after.joined.gather"}).wait();
+  CHECK(read_as_double(*after, 0) == size);
+}
+
 TEST_CASE("names may be omitted when every rank calls in the same order", "[names]") {
   const int size = hvd::size();
   for (int k = 0; k < 3; ++k) {

@@ -113,6 +113,7 @@ TEST_CASE("the same name twice in flight is refused at once, on the rank that di
       first = allreduce_async(a, a, {ReduceOp::Sum, name});
       CHECK_THROWS_WITH(allreduce_async(b, b, {ReduceOp::Sum, name}),
                         Catch::Contains("'" + name + "'") && Catch::Contains("already in flight"));
+      CHECK_THROWS_AS(allreduce_async(b, b, {ReduceOp::Sum, name}), InvalidArgument);
     }
     hvd::barrier();
     if (hvd::rank() != first_rank) first = allreduce_async(a, a, {ReduceOp::Sum, name});
@@ -144,7 +145,24 @@ TEST_CASE("bad arguments are rejected before anything is sent", "[errors]") {
   CHECK_THROWS_WITH(allgather_async(scalar, host_allocator(), {"scalar.gather"}), Catch::Contains("scalar"));
   CHECK_THROWS_WITH(grouped_allreduce_async({t}, {}, {ReduceOp::Sum, "group.count"}),
                     Catch::Contains("1 inputs but 0 outputs"));
+  // Each is the caller's to fix: hvd::InvalidArgument (Python's ValueError), not a failed operation.
+  CHECK_THROWS_AS(broadcast_async(t, t, {size, "root.kind"}), InvalidArgument);
+  CHECK_THROWS_AS(alltoall_async(t, host_allocator(), {splits, "split.kind"}), InvalidArgument);
+  CHECK_THROWS_AS(allgather_async(scalar, host_allocator(), {"scalar.kind"}), InvalidArgument);
   require_next_operation_works("after.arguments");
+}
+
+TEST_CASE("a mismatch found by negotiation is a failed operation, not an invalid argument", "[errors]") {
+  auto t = HostTensor::allocate(DataType::Float32, {hvd::rank() == 0 ? 2 : 3});
+  try {
+    allreduce_async(t, t, {ReduceOp::Sum, "kind.shape"}).wait();
+    FAIL("the mismatched allreduce succeeded");
+  } catch (const InvalidArgument& e) {
+    FAIL("a negotiation mismatch was reported as an invalid argument: " << e.what());
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("'kind.shape'"));
+  }
+  require_next_operation_works("after.kind");
 }
 
 TEST_CASE("an output allocator that returns the wrong tensor fails that operation only", "[errors]") {

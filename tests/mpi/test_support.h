@@ -16,6 +16,7 @@ inline double read_as_double(const HostTensor& t, std::int64_t i) {
   switch (t.dtype()) {
     case DataType::UInt8: return static_cast<const std::uint8_t*>(p)[i];
     case DataType::Int8: return static_cast<const std::int8_t*>(p)[i];
+    case DataType::Int16: return static_cast<const std::int16_t*>(p)[i];
     case DataType::Int32: return static_cast<const std::int32_t*>(p)[i];
     case DataType::Int64: return static_cast<double>(static_cast<const std::int64_t*>(p)[i]);
     case DataType::Float16: return detail::half_to_float(static_cast<const std::uint16_t*>(p)[i]);
@@ -31,6 +32,7 @@ inline void write_from_double(HostTensor& t, std::int64_t i, double v) {
   switch (t.dtype()) {
     case DataType::UInt8: static_cast<std::uint8_t*>(p)[i] = static_cast<std::uint8_t>(v); break;
     case DataType::Int8: static_cast<std::int8_t*>(p)[i] = static_cast<std::int8_t>(v); break;
+    case DataType::Int16: static_cast<std::int16_t*>(p)[i] = static_cast<std::int16_t>(v); break;
     case DataType::Int32: static_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(v); break;
     case DataType::Int64: static_cast<std::int64_t*>(p)[i] = static_cast<std::int64_t>(v); break;
     case DataType::Float16: static_cast<std::uint16_t*>(p)[i] = detail::float_to_half(static_cast<float>(v)); break;

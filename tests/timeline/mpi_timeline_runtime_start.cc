@@ -1,10 +1,11 @@
-// hvd::start_timeline / hvd::stop_timeline in the middle of a run (no HOROVOD_TIMELINE): rank 0
-// records just the steps between them. The file passes `check`, holds those tensors and no
+// hvd::start_timeline / hvd::stop_timeline in the middle of a run (HOROVOD_TIMELINE=DYNAMIC,
+// Horovod's "no file until start_timeline"): rank 0 records just the steps between them. The file passes `check`, holds those tensors and no
 // others, has CYCLE slices only for a recording started with mark_cycles, and stays as it
 // was once stopped while the run goes on.
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "mpi_test_main.h"
 #include "timeline/trace_check.h"
@@ -77,6 +78,14 @@ TEST_CASE("a recording started and stopped at run time holds just those steps") 
   CHECK(last_mark <= last_event);
   CHECK(run_tool("check " + marked).first == 0);
   ::unlink(marked.c_str());
+}
+
+TEST_CASE("HOROVOD_TIMELINE=DYNAMIC names no file: nothing is written before start_timeline") {
+  const char* setting = std::getenv("HOROVOD_TIMELINE");
+  REQUIRE(setting != nullptr);
+  REQUIRE(std::string(setting) == "DYNAMIC");
+  step("rt.dynamic");
+  CHECK(file_size("DYNAMIC") == -1);  // in the working directory, where a path would have gone
 }
 
 TEST_CASE("a recording started without mark_cycles has no CYCLE slices") {

@@ -68,6 +68,21 @@ TEST_CASE("response lists round-trip", "[codec]") {
   REQUIRE(out.shutdown_reason == "stall");
 }
 
+TEST_CASE("every dtype survives the codec, int16 (the newest code) included", "[codec]") {
+  for (DataType dtype : {DataType::UInt8, DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64,
+                         DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64}) {
+    RequestList in;
+    Request r;
+    r.name = dtype_name(dtype);
+    r.dtype = dtype;
+    in.requests = {r};
+    const auto bytes = encode(in);
+    CHECK(decode_request_list(bytes.data(), bytes.size()).requests.at(0).dtype == dtype);
+  }
+  CHECK(dtype_size(DataType::Int16) == 2);
+  CHECK(std::string(dtype_name(DataType::Int16)) == "int16");
+}
+
 TEST_CASE("every truncation of a message is rejected with an error, never a crash", "[codec]") {
   const auto requests = encode(sample_requests());
   for (std::size_t n = 0; n < requests.size(); ++n)

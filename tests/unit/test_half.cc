@@ -36,6 +36,13 @@ TEST_CASE("scaling works for every dtype", "[half]") {
   std::int64_t six = 6;
   scale_host_buffer(&six, 1, hvd::DataType::Int64, 1.0 / 3);
   REQUIRE(six == 2);  // 6 * (1/3) rounds to exactly 2.0 in double
+  std::int16_t shorts[4] = {37, -37, 32000, -32000};
+  scale_host_buffer(shorts, 2, hvd::DataType::Int16, 0.19);  // 7.03 and -7.03 truncate
+  REQUIRE(shorts[0] == 7);
+  REQUIRE(shorts[1] == -7);
+  scale_host_buffer(shorts + 2, 2, hvd::DataType::Int16, 2.0);  // clamped to int16's range
+  REQUIRE(shorts[2] == 32767);
+  REQUIRE(shorts[3] == -32768);
   std::uint16_t halves[2] = {float_to_half(3.0f), float_to_half(-1.0f)};
   scale_host_buffer(halves, 2, hvd::DataType::Float16, 0.25);
   REQUIRE(half_to_float(halves[0]) == 0.75f);

@@ -66,6 +66,7 @@ void check_limits(DataType dtype) {
 TEST_CASE("integer Average is the exact quotient, truncated, at the limits of every dtype", "[integer]") {
   check_limits<std::uint8_t>(DataType::UInt8);
   check_limits<std::int8_t>(DataType::Int8);
+  check_limits<std::int16_t>(DataType::Int16);
   check_limits<std::int32_t>(DataType::Int32);
   check_limits<std::int64_t>(DataType::Int64);
 }

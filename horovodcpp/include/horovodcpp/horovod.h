@@ -18,7 +18,17 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DataType : std::uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+// The kind of Error thrown on the caller's thread for input the caller can fix, before anything
+// was sent (a name already in flight, splits that do not add up, a bad root, an unsupported
+// dtype): nothing changed, the runtime goes on. Front ends map it to their "bad argument" error
+// (Python's ValueError); every other Error is a failed operation (Python's RuntimeError).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// Int16 came last so that the older types keep their wire codes.
+enum class DataType : std::uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64, Int16 };
 const char* dtype_name(DataType dtype);
 std::int64_t dtype_size(DataType dtype);
 
@@ -191,6 +201,7 @@ int cross_size();
 bool mpi_built();
 bool nccl_built();
 bool cuda_built();
+int nccl_version();  // NCCL_VERSION_CODE built against (e.g. 22703); 0 without NCCL
 
 // Asynchronous collectives. Inputs must stay alive and unmodified until the handle completes;
 // input == output is allowed (in place). `ready` is the producer's event for device tensors.

@@ -95,6 +95,7 @@ cudaError_t scale_device_copy(const void* src, void* dst, std::int64_t count, Da
   switch (dtype) {
     case DataType::UInt8:
     case DataType::Int8:
+    case DataType::Int16:
     case DataType::Int32:
     case DataType::Int64: return launch_scale_integer(src, dst, count, dtype, factor, stream);
     case DataType::Float16: return launch_scale<Half>(src, dst, count, factor, stream);
