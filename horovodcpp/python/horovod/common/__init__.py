@@ -1,0 +1,1 @@
+"""Framework-independent parts: exceptions, process sets, the elastic state base."""

@@ -1,0 +1,62 @@
+"""TorchState (Horovod's horovod.torch.elastic.TorchState): a model, an optimizer, samplers and
+any other picklable values, committed and restored together (horovod.common.elastic.State)."""
+import io
+
+import torch
+
+from horovod import _horovodcpp as _C
+from horovod.common.elastic import State
+from horovod.torch.elastic.sampler import ElasticSampler
+from horovod.torch.mpi_ops import size
+
+
+class TorchState(State):
+    """``TorchState(model, optimizer, epoch=0, batch=0, sampler=sampler)``: the model's and the
+    optimizer's state_dict, each ElasticSampler's progress, and the other keyword values (read and
+    set as attributes: ``state.epoch += 1``) make up the state."""
+
+    def __init__(self, model=None, optimizer=None, **kwargs):
+        super().__init__(_C)
+        object.__setattr__(self, 'model', model)
+        object.__setattr__(self, 'optimizer', optimizer)
+        object.__setattr__(self, '_values', dict(kwargs))
+
+    def __getattr__(self, name):
+        values = self.__dict__.get('_values', {})
+        if name in values:
+            return values[name]
+        raise AttributeError("'TorchState' has no attribute %r" % name)
+
+    def __setattr__(self, name, value):
+        if name in ('model', 'optimizer') or name.startswith('_'):
+            object.__setattr__(self, name, value)
+        else:
+            self._values[name] = value
+
+    def _size(self):
+        return size()
+
+    def _save_bytes(self):
+        state = {'values': {}, 'samplers': {}}
+        if self.model is not None:
+            state['model'] = self.model.state_dict()
+        if self.optimizer is not None:
+            state['optimizer'] = self.optimizer.state_dict()
+        for name, value in self._values.items():
+            if isinstance(value, ElasticSampler):
+                state['samplers'][name] = value.state_dict()
+            else:
+                state['values'][name] = value
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getvalue()
+
+    def _load_bytes(self, data):
+        state = torch.load(io.BytesIO(data))
+        if self.model is not None and 'model' in state:
+            self.model.load_state_dict(state['model'])
+        if self.optimizer is not None and 'optimizer' in state:
+            self.optimizer.load_state_dict(state['optimizer'])
+        for name, sampler_state in state['samplers'].items():
+            self._values[name].load_state_dict(sampler_state)
+        self._values.update(state['values'])

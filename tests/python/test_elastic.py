@@ -1,0 +1,97 @@
+"""horovod.torch.elastic on horovodcpp's commit store: TorchState commits, restores and syncs a
+model, an optimizer, a sampler and plain values; ElasticSampler lays out the rest of an epoch.
+(elastic_relaunch.sh runs a job that stops for a change of hosts and resumes at another size.)"""
+import os
+
+import pytest
+import torch
+
+import horovod.torch as hvd
+
+
+@pytest.fixture
+def state(rank):
+    torch.manual_seed(rank)  # different on every rank until synced
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sampler = hvd.elastic.ElasticSampler(list(range(10)), shuffle=True, seed=4)
+    return hvd.elastic.TorchState(model, optimizer, epoch=1, batch=rank, sampler=sampler, note="r%d" % rank)
+
+
+def weights(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_commit_then_restore_goes_back_to_the_commit(state, rank):
+    assert os.environ.get('HOROVOD_ELASTIC_DIR'), "the test's launch names the commit store"
+    state.sync()  # rank 0's state everywhere
+    assert state.batch == 0 and state.note == "r0"
+    model, optimizer = state.model, state.optimizer
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    state.epoch, state.batch = 2, 7
+    state.sampler.record_batch(0, 2)
+    first = state.commit_id
+    state.commit()
+    assert state.commit_id == first + 1
+    committed = weights(model).clone()
+    momentum = optimizer.state[model.weight]['momentum_buffer'].clone()
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    optimizer.state[model.weight]['momentum_buffer'].zero_()
+    state.epoch, state.batch, state.note = 9, 9, "changed"
+    state.sampler.record_batch(1, 2)
+
+    state.restore()
+    assert state.commit_id == first + 1
+    assert torch.equal(weights(model), committed)
+    assert torch.equal(optimizer.state[model.weight]['momentum_buffer'], momentum)
+    assert (state.epoch, state.batch, state.note) == (2, 7, "r0")
+    assert state.sampler.processed_num == 2 * hvd.size()
+    gathered = hvd.allgather(weights(model).unsqueeze(0), name="elastic.same")
+    assert all(torch.equal(row, gathered[0]) for row in gathered)
+
+
+def test_sync_makes_every_rank_rank_zeros(state, rank):
+    state.sync()
+    assert torch.equal(weights(state.model), hvd.broadcast(weights(state.model), 0, name="elastic.sync"))
+    assert state.note == "r0"
+
+
+def test_reset_callbacks_run_only_after_a_restore_at_another_size(state):
+    calls = []
+    state.register_reset_callbacks([lambda: calls.append(hvd.size())])
+    state.commit()
+    state.restore()  # taken at this size
+    assert calls == []
+    state.on_reset()
+    assert calls == [hvd.size()]
+
+
+def test_elastic_sampler_covers_the_rest_of_the_epoch(rank, size):
+    dataset = list(range(23))
+    sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=1)
+    sampler.set_epoch(3)
+    mine = list(iter(sampler))
+    assert len(mine) == len(sampler) == -(-23 // size)
+    everyone = hvd.allgather_object(mine)
+    union = [i for part in everyone for i in part]
+    assert sorted(set(union)) == dataset  # every sample, the padding repeats a few
+    # After two steps of 2 samples per rank, the rest of the epoch, laid out again.
+    order = list(iter(sampler))
+    sampler.record_batch(0, 2)
+    sampler.record_batch(1, 2)
+    saved = sampler.state_dict()
+    assert saved == {'epoch': 3, 'processed_num': 4 * size}
+    other = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=1)
+    other.load_state_dict(saved)
+    rest = hvd.allgather_object(list(iter(other)))
+    processed = {i for part in everyone for i in part[:4]}
+    remaining = {i for part in rest for i in part}
+    assert processed.isdisjoint(remaining)
+    assert processed | remaining == set(dataset)
+    assert order == mine  # iterating does not move the sampler
+    sampler.set_epoch(4)
+    assert sampler.processed_num == 0 and list(iter(sampler)) != mine
