@@ -3,6 +3,8 @@
 // returns an integer handle (Horovod's convention); poll() asks, wait() blocks with the GIL
 // released and returns the outputs. Names get the operation in front ("allreduce.<name>"), as
 // in Horovod's timelines; an unnamed operation gets the core's generated name.
+#include <time.h>
+
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -103,14 +105,37 @@ void check_group(const std::vector<at::Tensor>& tensors, const char* op, const s
   if (!any_ready) ready->clear();
 }
 
-long allreduce_async(const at::Tensor& tensor, std::optional<at::Tensor> output, const std::string& name, int op,
-                     double prescale, double postscale, int set_id) {
+// Submits the allreduce of `tensor` into `*output` (a new tensor like it when empty).
+Handle submit_allreduce(const at::Tensor& tensor, std::optional<at::Tensor>* output, const std::string& name, int op,
+                        double prescale, double postscale, int set_id) {
   const std::string full = op_name("allreduce", name);
   TensorPtr in = checked(tensor, "allreduce", full);
-  at::Tensor out_tensor = output ? *output : at::empty_like(tensor);
-  TensorPtr out = output && output->is_same(tensor) ? in : checked(out_tensor, "allreduce", full);
+  TensorPtr out;
+  if (!*output) {
+    *output = at::empty_like(tensor, at::MemoryFormat::Contiguous);
+    out = td::wrap(**output);
+  } else {
+    out = (*output)->is_same(tensor) ? in : checked(**output, "allreduce", full);
+  }
   AllreduceOptions options{reduce_op(op), full, prescale, postscale, process_set_by_id(set_id)};
-  return handles().add(hvd::allreduce_async(in, out, options, td::ready_event(tensor)));
+  return hvd::allreduce_async(in, out, options, td::ready_event(tensor));
+}
+
+long allreduce_async(const at::Tensor& tensor, std::optional<at::Tensor> output, const std::string& name, int op,
+                     double prescale, double postscale, int set_id) {
+  return handles().add(submit_allreduce(tensor, &output, name, op, prescale, postscale, set_id));
+}
+
+// The synchronous allreduce (hvd.allreduce_, and hvd.allreduce without autograd): one call that
+// submits and waits with the GIL released, with no handle to keep; returns the output.
+at::Tensor allreduce(const at::Tensor& tensor, std::optional<at::Tensor> output, const std::string& name, int op,
+                     double prescale, double postscale, int set_id) {
+  Handle handle = submit_allreduce(tensor, &output, name, op, prescale, postscale, set_id);
+  {
+    py::gil_scoped_release release;
+    handle.wait();
+  }
+  return *output;
 }
 
 long grouped_allreduce_async(const std::vector<at::Tensor>& tensors, std::optional<std::vector<at::Tensor>> outputs,
@@ -225,25 +250,57 @@ void barrier(int set_id) {
   hvd::barrier(set);
 }
 
-// For examples/python/call_overhead.py: `iterations` synchronous in-place Sum allreduces of a
-// one-element float32 torch tensor through the C++ API, back to back with the GIL released, as
-// a C++ program makes them; returns seconds per operation on this rank.
-double time_cpp_allreduce(int iterations) {
+// For examples/python/call_overhead.py: `iterations` synchronous Sum allreduces of a one-element
+// float32 torch tensor through the C++ API, back to back with the GIL released, as a C++ program
+// makes them (in place, or into a new output each time, as the LibTorch front end's allreduce);
+// returns the seconds per operation on this rank, of the wall clock and of this thread's CPU.
+std::pair<double, double> time_cpp_allreduce(int iterations, bool in_place) {
   py::gil_scoped_release release;
-  TensorPtr t = td::wrap(at::ones({1}));
-  const AllreduceOptions options{ReduceOp::Sum, "call_overhead.cpp"};
+  const at::Tensor input = at::ones({1});
+  TensorPtr t = td::wrap(input);
+  const AllreduceOptions options{ReduceOp::Sum, in_place ? "call_overhead.cpp" : "call_overhead.cpp_out"};
+  auto thread_cpu = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+  };
   hvd::barrier();
+  const double cpu_start = thread_cpu();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) hvd::allreduce_async(t, t, options).wait();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+  for (int i = 0; i < iterations; ++i) {
+    TensorPtr out = in_place ? t : td::wrap(at::empty_like(input));
+    hvd::allreduce_async(t, out, options).wait();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {wall / iterations, (thread_cpu() - cpu_start) / iterations};
 }
+
+// hvd::SubmissionBatch as a context manager: the operations this thread submits inside it reach
+// the runtime together when it ends (one wake-up, and their cycle starts at once).
+class Batch {
+ public:
+  Batch& enter() {
+    if (!batch_) batch_.emplace();
+    return *this;
+  }
+  void exit(const py::args&) { batch_.reset(); }
+
+ private:
+  std::optional<SubmissionBatch> batch_;
+};
 
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  py::class_<Batch>(m, "SubmissionBatch")
+      .def(py::init<>())
+      .def("__enter__", &Batch::enter, py::return_value_policy::reference_internal)
+      .def("__exit__", &Batch::exit);
   using py::arg;
   m.def("allreduce_async", &allreduce_async, arg("tensor"), arg("output"), arg("name"), arg("op"),
         arg("prescale_factor"), arg("postscale_factor"), arg("process_set_id"));
+  m.def("allreduce", &allreduce, arg("tensor"), arg("output"), arg("name"), arg("op"), arg("prescale_factor"),
+        arg("postscale_factor"), arg("process_set_id"));
   m.def("grouped_allreduce_async", &grouped_allreduce_async, arg("tensors"), arg("outputs"), arg("name"), arg("op"),
         arg("prescale_factor"), arg("postscale_factor"), arg("process_set_id"));
   m.def("allgather_async", &allgather_async, arg("tensor"), arg("name"), arg("process_set_id"));
@@ -261,7 +318,7 @@ void bind_ops(py::module_& m) {
   m.def("release", &release, arg("handle"));
   m.def("join", &join, arg("process_set_id"));
   m.def("barrier", &barrier, arg("process_set_id"));
-  m.def("_time_cpp_allreduce", &time_cpp_allreduce, arg("iterations"));
+  m.def("_time_cpp_allreduce", &time_cpp_allreduce, arg("iterations"), arg("in_place"));
 }
 
 }  // namespace hvd::python

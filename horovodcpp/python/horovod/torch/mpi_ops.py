@@ -130,6 +130,8 @@ def rocm_built():
 
 def _op_of(op, average):
     """Horovod's rule for the deprecated ``average`` argument."""
+    if average is None:
+        return Average if op is None else op
     if op is not None:
         if average is not None:
             raise ValueError('The op parameter supersedes average. Please provide only one of them.')
@@ -188,8 +190,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
     """Reduces ``tensor`` in place over the ranks and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
-                                        process_set))
+    _C.allreduce(tensor, tensor, name or "", _checked_op(_op_of(op, average)), prescale_factor, postscale_factor,
+                 _set_id(process_set))
+    return tensor
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -202,8 +205,8 @@ class HorovodAllreduce(torch.autograd.Function):
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
-        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
-                                           process_set))
+        return _C.allreduce(tensor, None, name or "", _checked_op(_op_of(op, average)), prescale_factor,
+                            postscale_factor, _set_id(process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -221,8 +224,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor, postscale_factor,
                                          process_set)
     else:
-        reduced = synchronize(allreduce_async(compressed, average, name, op, prescale_factor, postscale_factor,
-                                              process_set))
+        reduced = _C.allreduce(compressed, None, name or "", _checked_op(_op_of(op, average)), prescale_factor,
+                               postscale_factor, _set_id(process_set))
     return compression.decompress(reduced, ctx)
 
 

@@ -1,12 +1,14 @@
 """DistributedOptimizer (Horovod's horovod.torch.optimizer): wraps any torch optimizer so that
-each gradient is averaged over the ranks while backward still runs.
+step() uses gradients averaged over the ranks.
 
 The wrapper is a subclass made on the fly of the user's optimizer class, carrying the user's
 optimizer object's attributes (param_groups, state, defaults), so isinstance() checks, the
 state_dict and the options behave as before. A hook on each parameter's gradient accumulator
-submits the gradient's allreduce as soon as backward has accumulated it; step() (or
-synchronize()) waits for all of them, submitting zeros for parameters whose gradient this rank
-did not compute (another rank may have), then runs the wrapped optimizer's step.
+submits the gradient's allreduce as soon as backward has accumulated it (on a host whose cores
+the ranks fill, host gradients wait for the end of backward instead: see Note [Host gradients
+wait for the end of backward on a full host]); step() (or synchronize()) submits what is left,
+zeros for parameters whose gradient this rank did not compute (another rank may have), waits for
+all of them, then runs the wrapped optimizer's step.
 """
 import os
 import warnings
@@ -14,10 +16,27 @@ from contextlib import contextmanager
 
 import torch
 
+from horovod import _horovodcpp as _C
 from horovod.torch.compression import Compression
 from horovod.torch.functions import broadcast_object
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
-                                   grouped_allreduce_async_, size, sparse_allreduce_async, synchronize)
+                                   grouped_allreduce_async_, local_size, size, sparse_allreduce_async, synchronize)
+
+
+def _host_is_full():
+    """Whether this host's ranks' compute threads fill the cores this process may run on.
+
+    Note [Host gradients wait for the end of backward on a full host]: there the runtime's thread
+    and the MPI transfers compete with backward for the cores, and an allreduce started during
+    backward takes a whole time slice per yield; started together after backward (one
+    hvd::SubmissionBatch), they run on cores the computation no longer needs. The LibTorch front
+    end measured this (GradientOverlap in docs/torch.md); CUDA gradients always go at once.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return local_size() * torch.get_num_threads() >= cores
 
 
 def _split_list(items, parts):
@@ -71,6 +90,8 @@ class _DistributedOptimizer:
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
+        # See Note [Host gradients wait for the end of backward on a full host].
+        self._defer_host_gradients = _host_is_full()
 
         if groups is not None:
             if not (isinstance(groups, list) or groups > 0):
@@ -168,16 +189,18 @@ class _DistributedOptimizer:
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
+                # A gradient left without a handle here goes out in synchronize().
+                defer = self._defer_host_gradients and not p.grad.is_cuda
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
-                    if self._group_counts[group] == len(group):
+                    if self._group_counts[group] == len(group) and not defer:
                         self._handles[group] = self._grouped_allreduce_grad_async(group)
                         for gp in group:
                             self._handles.pop(gp, None)
                         self._group_counts[group] = 0
                         return
-                else:
+                elif not defer:
                     handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
@@ -189,20 +212,23 @@ class _DistributedOptimizer:
             self._synchronized = True
             return
         submitted = set()
-        for key, (handle, _) in self._handles.items():
-            if handle is not None:
+        for key, (handle, _) in list(self._handles.items()):
+            if handle is None:
+                del self._handles[key]
+            else:
                 submitted.update(key if isinstance(key, tuple) else (key,))
-        # Parameters whose allreduce is not out yet (no gradient on this rank, or a group that
-        # backward completed only in part) go now, grouped parameters with their whole group.
-        pending = [p for p in self._requires_update if p not in submitted]
-        for p in pending:
-            self._handles.pop(p, None)
-        for p in pending:
-            group = self._p_to_group.get(p) if self._groups is not None else None
-            if group is None:
-                self._handles[p] = self._allreduce_grad_async(p)
-            elif group not in self._handles:
-                self._handles[group] = self._grouped_allreduce_grad_async(group)
+        # Parameters whose allreduce is not out yet (held for the end of backward, no gradient on
+        # this rank, or a group that backward completed only in part) go now, in the optimizer's
+        # order (the same on every rank), grouped ones with their whole group, as one batch.
+        pending = [p for group in self.param_groups for p in group['params']
+                   if p in self._requires_update and p not in submitted]
+        with _C.SubmissionBatch():
+            for p in pending:
+                group = self._p_to_group.get(p) if self._groups is not None else None
+                if group is None:
+                    self._handles[p] = self._allreduce_grad_async(p)
+                elif group not in self._handles:
+                    self._handles[group] = self._grouped_allreduce_grad_async(group)
         for key, (handle, ctx) in self._handles.items():
             if isinstance(key, tuple):
                 outputs = synchronize(handle)
