@@ -3,35 +3,47 @@
 # writes docs/benchmarks.md: the machine, the exact commands, every table, and which targets
 # hold. About 8 minutes on a 2-core machine.
 #
-#   scripts/bench.sh [--quick] [--build-dir DIR] [--out FILE]
+#   scripts/bench.sh [--quick] [--python-only] [--build-dir DIR] [--out FILE]
 #
 # --quick: tiny sizes and iteration counts, a smoke run of the whole chain (~2 minutes); the
 #          figures mean nothing. Raw outputs are kept in BUILD_DIR/bench-output/.
+# --python-only: only the Python front end's benchmarks (when the build has the package, ~2
+#          minutes); they replace their own block of the note, which keeps the rest.
 # BUILD_DIR (or --build-dir) is configured and the benchmark targets built when missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-bench}"
 OUT="$ROOT/docs/benchmarks.md"
 QUICK=0
+PYTHON_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
+    --python-only) PYTHON_ONLY=1 ;;
     --build-dir) BUILD="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 RAW="$BUILD/bench-output"  # raw outputs, kept out of the source tree
-mkdir -p "$RAW" "$(dirname "$OUT")"
-rm -f "$RAW"/*.txt
+mkdir -p "$RAW/python" "$(dirname "$OUT")"
+[ "$PYTHON_ONLY" = 1 ] || rm -f "$RAW"/*.txt
+rm -f "$RAW"/python/*.txt
 
 TARGETS="allreduce_benchmark latency_benchmark gradient_benchmark controller_benchmark idle_benchmark synthetic_benchmark"
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
+# The Python the horovod package is built for (empty: the build has no Python front end).
+PYTHON=$(sed -n 's/^HVD_PYTHON_BUILT_FOR:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+if [ "$PYTHON_ONLY" = 1 ]; then
+  [ -n "$PYTHON" ] || { echo "bench.sh: $BUILD has no Python front end (see cmake/HvdPython.cmake)" >&2; exit 1; }
+  TARGETS=""
+fi
+[ -n "$PYTHON" ] && TARGETS="$TARGETS hvd_python"
 cmake --build "$BUILD" -j2 --target $TARGETS >/dev/null
 EX="$BUILD/examples"
 AR="$EX/allreduce_benchmark"
@@ -51,6 +63,8 @@ if [ "$QUICK" = 1 ]; then
   ID_ARGS=(--seconds 1 --settle 0.2 --steps 10)
   SY_ARGS=(--num-warmup-batches 1 --num-batches-per-iter 1 --num-iters 2 --batch-size 8)
   SG_ARGS=("${SY_ARGS[@]}")
+  PY_SY_ARGS=(--num-warmup-batches 1 --num-batches-per-iter 1 --num-iters 2 --batch-size 4 --image-size 32)
+  PY_CO_ARGS=(--rounds 1 --iterations 200)
 else
   AR_ARGS=(--rounds 3 --seconds 0.15)
   LA_ARGS=(--rounds 5 --seconds 0.2)
@@ -59,6 +73,8 @@ else
   ID_ARGS=(--seconds 4 --settle 0.5 --steps 100)
   SY_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 25 --batch-size 32)
   SG_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 10 --batch-size 32)
+  PY_SY_ARGS=(--num-warmup-batches 2 --num-batches-per-iter 2 --num-iters 12)
+  PY_CO_ARGS=(--rounds 7 --iterations 2000)
 fi
 
 SECTIONS="$RAW/sections.md"
@@ -262,6 +278,83 @@ METHOD
   cat "$SECTIONS"
 }
 
+# The Python front end's block: its own run line, targets and method, then its sections. Between
+# markers, so that --python-only can replace it in an existing note.
+PY_BEGIN='<!-- python-benchmarks: begin (scripts/bench.sh --python-only rewrites this block) -->'
+PY_END='<!-- python-benchmarks: end -->'
+write_python_block() {
+  local commit dirty
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  dirty=$(git -C "$ROOT" status --porcelain 2>/dev/null | wc -l)
+  echo "$PY_BEGIN"
+  echo "## Python front end (\`import horovod.torch as hvd\`)"
+  echo
+  echo "Run on $(date -u '+%Y-%m-%d %H:%M UTC') in ${PY_ELAPSED} s, load average $PY_LOAD_START at start and"
+  echo "$(cut -d' ' -f1-3 /proc/loadavg) at end; horovodcpp commit $commit ($dirty paths modified or untracked);"
+  echo "$("$PYTHON" -c 'import sys, torch; print("Python %d.%d, PyTorch %s" % (sys.version_info[0], sys.version_info[1], torch.__version__))' 2>/dev/null); \`$PYTHON\`."
+  [ "$QUICK" = 1 ] && echo && echo "**A --quick smoke run: the figures mean nothing.**"
+  echo
+  echo "| target | measured | goal | holds |"
+  echo "|:--|--:|--:|:--:|"
+  cat "$RAW"/python/*.txt | grep '^TARGET |' |
+    sed -e 's/^TARGET | //' -e 's/| PASS$/| yes |/' -e 's/| FAIL$/| **no** |/' -e 's/^/| /' || true
+  echo
+  cat <<'PYMETHOD'
+- **Synthetic training, Python** (`examples/python/synthetic_benchmark.py`): Horovod's synthetic
+  benchmark through `horovod.torch`, a torchvision model on one fixed random batch, SGD with
+  momentum, beside PyTorch's own `DistributedDataParallel` over a Gloo process group in the same
+  launch, and `none` (no communication, the upper bound); each variant its own model copy, one
+  intra-op thread per rank, iterations taking turns in a fresh order each, freed memory kept, as
+  in the C++ benchmark. `horovodcpp` is `hvd.DistributedOptimizer` with its defaults (here two
+  ranks of one thread fill the two cores, so the gradients go as one batch when backward ends;
+  DDP overlaps its buckets with backward). Goal: horovodcpp >= 1.0x of DDP.
+- **Python call overhead** (`examples/python/call_overhead.py`): a synchronous one-element
+  float32 Sum allreduce, `hvd.allreduce_(t)` and `hvd.allreduce(t)` from Python beside the same
+  operation through the C++ API in the same process (a C++ loop of `allreduce_async(t, out).wait()`
+  on a torch tensor, `_C._time_cpp_allreduce`), rounds alternating. Per round: the wall clock per
+  operation (slowest rank) and the calling thread's CPU time per operation (what the call itself
+  costs this rank, which the machine's other processes do not inflate). Goal: Python at most
+  10 us more than C++ (median over rounds of the paired difference).
+PYMETHOD
+  echo
+  cat "$PY_SECTIONS"
+  echo "$PY_END"
+}
+
+run_python_benchmarks() {
+  PY_LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+  local started=$(date -u +%s) main_sections="$SECTIONS"
+  PY_SECTIONS="$RAW/python/sections.md"
+  : > "$PY_SECTIONS"
+  SECTIONS="$PY_SECTIONS"
+  local env=(env PYTHONPATH="$BUILD/python" OMP_NUM_THREADS=1)
+  run python/synthetic_np2 "Synthetic training benchmark, Python, np=2 (resnet18)" 900 "${env[@]}" \
+    "${MPIRUN[@]}" -np 2 -x PYTHONPATH -x OMP_NUM_THREADS "$PYTHON" "$ROOT/examples/python/synthetic_benchmark.py" \
+    --model resnet18 "${PY_SY_ARGS[@]}"
+  run python/call_overhead_np2 "Python call overhead, np=2" 300 "${env[@]}" \
+    "${MPIRUN[@]}" -np 2 -x PYTHONPATH -x OMP_NUM_THREADS "$PYTHON" "$ROOT/examples/python/call_overhead.py" \
+    "${PY_CO_ARGS[@]}"
+  SECTIONS="$main_sections"
+  PY_ELAPSED=$(($(date -u +%s) - started))
+}
+
+if [ "$PYTHON_ONLY" = 1 ]; then
+  run_python_benchmarks
+  write_python_block > "$RAW/python/block.md"
+  if grep -qF "$PY_BEGIN" "$OUT" 2>/dev/null; then
+    awk -v begin="$PY_BEGIN" -v end="$PY_END" -v block="$RAW/python/block.md" '
+      $0 == begin { while ((getline line < block) > 0) print line; skip = 1; next }
+      skip && $0 == end { skip = 0; next }
+      !skip { print }' "$OUT" > "$RAW/python/note.md"
+  else
+    { cat "$OUT" 2>/dev/null; echo; cat "$RAW/python/block.md"; } > "$RAW/python/note.md"
+  fi
+  cp "$RAW/python/note.md" "$OUT"
+  echo "bench.sh: rewrote the Python block of $OUT (${PY_ELAPSED} s)" >&2
+  grep '^TARGET |' "$RAW"/python/*.txt | grep -c 'PASS$' | xargs -I{} echo "bench.sh: {} Python target(s) hold" >&2
+  exit 0
+fi
+
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 run controller "Controller: negotiation cost per cycle" 300 "$AR/controller_benchmark" "${CT_ARGS[@]}"
 for np in 2 4; do
@@ -290,9 +383,14 @@ run autotune_np2 "Autotune from 64 KB vs hand-set fusion thresholds, ResNet-50 a
   bash "$ROOT/examples/allreduce_benchmark/autotune_benchmark.sh" "$AR/autotune_benchmark" \
   $([ "$QUICK" = 1 ] && echo --quick) -- "${MPIRUN[@]}"
 
+[ -n "$PYTHON" ] && run_python_benchmarks
+
 ELAPSED=$(($(date -u +%s) - STARTED))
 cat "$RAW"/*.txt | grep '^TARGET |' > "$RAW/targets.txt" || true
-write_note > "$RAW/benchmarks.md"  # counts dirty paths before the doc itself changes
+{
+  write_note  # counts dirty paths before the doc itself changes
+  if [ -n "$PYTHON" ]; then echo; write_python_block; fi
+} > "$RAW/benchmarks.md"
 cp "$RAW/benchmarks.md" "$OUT"
 echo "bench.sh: wrote $OUT (${ELAPSED} s)" >&2
 grep -c 'PASS$' "$RAW/targets.txt" | xargs -I{} echo "bench.sh: {} target(s) hold" >&2
