@@ -5,8 +5,11 @@ training on one fixed random batch, with SGD and momentum.
     hvdrun -np 2 /usr/bin/python3 examples/python/synthetic_benchmark.py --model resnet18
 
 Variants, each with its own model copy (same initial weights): `horovodcpp`
-(hvd.DistributedOptimizer with its defaults), `ddp` (torch.nn.parallel.DistributedDataParallel over
-a Gloo process group), and `none` (no communication: the upper bound). Iterations of the variants
+(hvd.DistributedOptimizer with its defaults: where the ranks fill the host's cores, as two ranks of
+one thread on two cores do, host gradients go as one batch when backward ends),
+`horovodcpp-overlap` (the same, each gradient submitted as backward produces it, Horovod's way),
+`ddp` (torch.nn.parallel.DistributedDataParallel over a Gloo process group, which overlaps its
+buckets with backward), and `none` (no communication: the upper bound). Iterations of the variants
 take turns after a barrier, in a fresh order each iteration (a shuffle seeded by the iteration
 number, the same on every rank). Img/sec adds the ranks (each iteration timed on the slowest
 rank); "paired median" divides each iteration of horovodcpp by the other variant's iteration of the
@@ -72,8 +75,10 @@ def main():
         torch.manual_seed(0)
         model = getattr(torchvision.models, args.model)(num_classes=1000)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        if variant == 'horovodcpp':
+        if variant.startswith('horovodcpp'):
             optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+            if variant == 'horovodcpp-overlap':
+                optimizer._defer_host_gradients = False  # each gradient as backward produces it
         elif variant == 'ddp':
             model = torch.nn.parallel.DistributedDataParallel(model)
         return model, optimizer
@@ -92,7 +97,7 @@ def main():
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time
         return args.batch_size * args.num_batches_per_iter * hvd.size() / elapsed.item()
 
-    variants = {v: build(v) for v in ('horovodcpp', 'ddp', 'none')}
+    variants = {v: build(v) for v in ('horovodcpp', 'horovodcpp-overlap', 'ddp', 'none')}
     for model, optimizer in variants.values():
         for _ in range(args.num_warmup_batches):
             step(model, optimizer)
