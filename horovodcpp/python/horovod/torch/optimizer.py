@@ -222,13 +222,14 @@ class _DistributedOptimizer:
         # order (the same on every rank), grouped ones with their whole group, as one batch.
         pending = [p for group in self.param_groups for p in group['params']
                    if p in self._requires_update and p not in submitted]
-        with _C.SubmissionBatch():
-            for p in pending:
-                group = self._p_to_group.get(p) if self._groups is not None else None
-                if group is None:
-                    self._handles[p] = self._allreduce_grad_async(p)
-                elif group not in self._handles:
-                    self._handles[group] = self._grouped_allreduce_grad_async(group)
+        if pending:
+            with _C.SubmissionBatch():
+                for p in pending:
+                    group = self._p_to_group.get(p) if self._groups is not None else None
+                    if group is None:
+                        self._handles[p] = self._allreduce_grad_async(p)
+                    elif group not in self._handles:
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
         for key, (handle, ctx) in self._handles.items():
             if isinstance(key, tuple):
                 outputs = synchronize(handle)
