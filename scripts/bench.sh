@@ -328,9 +328,14 @@ run_python_benchmarks() {
   : > "$PY_SECTIONS"
   SECTIONS="$PY_SECTIONS"
   local env=(env PYTHONPATH="$BUILD/python" OMP_NUM_THREADS=1)
-  run python/synthetic_np2 "Synthetic training benchmark, Python, np=2 (resnet18)" 900 "${env[@]}" \
-    "${MPIRUN[@]}" -np 2 -x PYTHONPATH -x OMP_NUM_THREADS "$PYTHON" "$ROOT/examples/python/synthetic_benchmark.py" \
-    --model resnet18 "${PY_SY_ARGS[@]}"
+  # A large model (resnet18, 11.7M parameters: communication is a tenth of a step here) and a
+  # small one (squeezenet1_1, 1.2M).
+  local model
+  for model in resnet18 squeezenet1_1; do
+    run "python/synthetic_${model}_np2" "Synthetic training benchmark, Python, np=2 ($model)" 900 "${env[@]}" \
+      "${MPIRUN[@]}" -np 2 -x PYTHONPATH -x OMP_NUM_THREADS "$PYTHON" "$ROOT/examples/python/synthetic_benchmark.py" \
+      --model "$model" "${PY_SY_ARGS[@]}"
+  done
   run python/call_overhead_np2 "Python call overhead, np=2" 300 "${env[@]}" \
     "${MPIRUN[@]}" -np 2 -x PYTHONPATH -x OMP_NUM_THREADS "$PYTHON" "$ROOT/examples/python/call_overhead.py" \
     "${PY_CO_ARGS[@]}"
