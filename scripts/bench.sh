@@ -74,7 +74,7 @@ else
   SY_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 25 --batch-size 32)
   SG_ARGS=(--num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 10 --batch-size 32)
   PY_SY_ARGS=(--num-warmup-batches 2 --num-batches-per-iter 2 --num-iters 12)
-  PY_CO_ARGS=(--rounds 7 --iterations 2000)
+  PY_CO_ARGS=(--rounds 15 --iterations 2000)
 fi
 
 SECTIONS="$RAW/sections.md"

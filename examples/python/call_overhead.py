@@ -3,7 +3,7 @@ horovod.torch, beside the same operation through horovodcpp's C++ API in the sam
 (hvd::allreduce_async(t, out).wait() in a C++ loop), in place and into a new output, in
 alternating rounds.
 
-    hvdrun -np 2 /usr/bin/python3 examples/python/call_overhead.py [--rounds 7] [--iterations 2000]
+    hvdrun -np 2 /usr/bin/python3 examples/python/call_overhead.py [--rounds 15] [--iterations 2000]
 
 Each round times `iterations` back-to-back operations per path after a barrier: the wall clock
 per operation (slowest rank), and the calling thread's CPU time per operation (this rank's own
@@ -22,7 +22,7 @@ import horovod.torch as hvd
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--rounds', type=int, default=7)
+    p.add_argument('--rounds', type=int, default=15)
     p.add_argument('--iterations', type=int, default=2000)
     args = p.parse_args()
     hvd.init()
