@@ -72,6 +72,39 @@ def test_bad_arguments_are_value_errors_before_anything_is_sent(size):
     next_operation_works("after.arguments")
 
 
+@pytest.mark.needs_ranks(2)
+def test_a_value_error_on_one_rank_fails_the_collective_on_the_others(rank, size):
+    """Bad arguments on the last rank only: ValueError there at once, and the other ranks' handles
+    fail naming that rank and its reason instead of waiting for it, whichever layer checked them
+    (the core, the extension, the Python layer)."""
+    last = size - 1
+    t = torch.ones(2 * size)
+    cases = [
+        # The core's check: splits that do not add up.
+        ("alltoall", "one.core", "splits sum to %d" % (2 * size + 1),
+         lambda: hvd.alltoall(t, [3] + [2] * (size - 1) if rank == last else [2] * size, name="one.core")),
+        # The extension's: a dtype horovodcpp does not reduce.
+        ("allreduce", "one.dtype", "dtype ComplexFloat is not supported",
+         lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64 if rank == last else torch.float32),
+                               name="one.dtype")),
+        # The Python layer's: splits that are not int32.
+        ("alltoall", "one.python", "splits must hold 32-bit integers",
+         lambda: hvd.alltoall(t, torch.full((size,), 2, dtype=torch.int64 if rank == last else torch.int32),
+                              name="one.python")),
+    ]
+    for op, name, reason, call in cases:
+        if rank == last:
+            with pytest.raises(ValueError, match=reason):
+                call()
+        else:
+            with pytest.raises(HorovodInternalError) as info:
+                call()
+            message = str(info.value)
+            assert "%s.%s" % (op, name) in message and "rank %d" % last in message, message
+            assert reason in message, message
+    next_operation_works("after.one.rank")
+
+
 def test_adasum_is_refused_clearly():
     with pytest.raises(NotImplementedError, match="Adasum is not supported"):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)

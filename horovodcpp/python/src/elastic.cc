@@ -3,11 +3,12 @@
 // _load_bytes(), so commits, the restore agreement and the stop for a change of hosts are the
 // core's (docs/elastic.md). Every method is a collective and runs with the GIL released; the
 // callbacks into Python take it back.
+#include <exception>
 #include <functional>
 #include <string>
 
-#include <cstdlib>
-
+#include "core/logging.h"
+#include "core/settings.h"
 #include "elastic/commit_store.h"
 #include "horovodcpp/elastic.h"
 #include "python/src/extension.h"
@@ -54,13 +55,17 @@ void collective(PythonState& state) {
 }
 
 // After the training function returned on every rank: a job-named commit store (not one the
-// user chose with HOROVOD_ELASTIC_DIR) has served its purpose, as in hvd::elastic::run.
+// user chose with HOROVOD_ELASTIC_DIR) has served its purpose, as in hvd::elastic::run. A store
+// that cannot be removed (not this user's alone) is left with a warning: training succeeded.
 void finish(PythonState& state) {
   py::gil_scoped_release release;
   hvd::barrier();
-  const char* chosen = std::getenv("HOROVOD_ELASTIC_DIR");
-  if (hvd::local_rank() == 0 && (chosen == nullptr || *chosen == '\0'))
+  if (hvd::local_rank() != 0 || !hvd::detail::read_settings_from_environment().elastic_dir.empty()) return;
+  try {
     hvd::detail::CommitStore(state.store_dir()).remove_all();
+  } catch (const std::exception& e) {
+    hvd::detail::log_warn(std::string("elastic: the job's commits were left in place: ") + e.what());
+  }
 }
 
 }  // namespace

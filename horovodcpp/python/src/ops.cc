@@ -82,6 +82,27 @@ std::string op_name(const char* op, const std::string& name) {
   return name.empty() ? std::string() : std::string(op) + "." + name;
 }
 
+// Runs this front end's own checks of a named collective (tensors, op, outputs). When one
+// fails, the name is withdrawn before the error reaches Python, so the peers' handles fail with
+// its reason instead of waiting for this rank (Note [A collective one rank cannot run fails on
+// every rank], core/api.cc); the core's own checks withdraw by themselves. An unnamed
+// collective has no name yet to withdraw.
+template <class Checks>
+auto withdrawing(const std::string& full, int set_id, Checks&& checks) {
+  try {
+    return checks();
+  } catch (const Error& e) {
+    if (!full.empty()) {
+      try {
+        hvd::withdraw(full, e.what(), process_set_by_id(set_id));
+      } catch (const Error&) {
+        // The runtime stopped, or the set is unknown: nothing more to tell the peers.
+      }
+    }
+    throw;
+  }
+}
+
 TensorPtr checked(const at::Tensor& t, const char* op, const std::string& name) {
   td::check_tensor(t, op, name);
   return td::wrap(t);
@@ -109,15 +130,18 @@ void check_group(const std::vector<at::Tensor>& tensors, const char* op, const s
 Handle submit_allreduce(const at::Tensor& tensor, std::optional<at::Tensor>* output, const std::string& name, int op,
                         double prescale, double postscale, int set_id) {
   const std::string full = op_name("allreduce", name);
-  TensorPtr in = checked(tensor, "allreduce", full);
-  TensorPtr out;
-  if (!*output) {
-    *output = at::empty_like(tensor, at::MemoryFormat::Contiguous);
-    out = td::wrap(**output);
-  } else {
-    out = (*output)->is_same(tensor) ? in : checked(**output, "allreduce", full);
-  }
-  AllreduceOptions options{reduce_op(op), full, prescale, postscale, process_set_by_id(set_id)};
+  TensorPtr in, out;
+  const ReduceOp reduce = withdrawing(full, set_id, [&] {
+    in = checked(tensor, "allreduce", full);
+    if (!*output) {
+      *output = at::empty_like(tensor, at::MemoryFormat::Contiguous);
+      out = td::wrap(**output);
+    } else {
+      out = (*output)->is_same(tensor) ? in : checked(**output, "allreduce", full);
+    }
+    return reduce_op(op);
+  });
+  AllreduceOptions options{reduce, full, prescale, postscale, process_set_by_id(set_id)};
   return hvd::allreduce_async(in, out, options, td::ready_event(tensor));
 }
 
@@ -162,7 +186,7 @@ long grouped_allreduce_async(const std::vector<at::Tensor>& tensors, std::option
 
 long allgather_async(const at::Tensor& tensor, const std::string& name, int set_id) {
   const std::string full = op_name("allgather", name);
-  TensorPtr in = checked(tensor, "allgather", full);
+  TensorPtr in = withdrawing(full, set_id, [&] { return checked(tensor, "allgather", full); });
   AllgatherOptions options{full, process_set_by_id(set_id)};
   return handles().add(hvd::allgather_async(in, td::torch_allocator(tensor), options, td::ready_event(tensor)));
 }
@@ -179,9 +203,12 @@ long grouped_allgather_async(const std::vector<at::Tensor>& tensors, const std::
 long broadcast_async(const at::Tensor& tensor, std::optional<at::Tensor> output, int root, const std::string& name,
                      int set_id) {
   const std::string full = op_name("broadcast", name);
-  TensorPtr in = checked(tensor, "broadcast", full);
-  at::Tensor out_tensor = output ? *output : at::empty_like(tensor);
-  TensorPtr out = output && output->is_same(tensor) ? in : checked(out_tensor, "broadcast", full);
+  TensorPtr in, out;
+  withdrawing(full, set_id, [&] {
+    in = checked(tensor, "broadcast", full);
+    at::Tensor out_tensor = output ? *output : at::empty_like(tensor);
+    out = output && output->is_same(tensor) ? in : checked(out_tensor, "broadcast", full);
+  });
   BroadcastOptions options{root, full, process_set_by_id(set_id)};
   return handles().add(hvd::broadcast_async(in, out, options, td::ready_event(tensor)));
 }
@@ -189,7 +216,7 @@ long broadcast_async(const at::Tensor& tensor, std::optional<at::Tensor> output,
 long alltoall_async(const at::Tensor& tensor, const std::vector<std::int64_t>& splits, const std::string& name,
                     int set_id) {
   const std::string full = op_name("alltoall", name);
-  TensorPtr in = checked(tensor, "alltoall", full);
+  TensorPtr in = withdrawing(full, set_id, [&] { return checked(tensor, "alltoall", full); });
   AlltoallOptions options{splits, full, process_set_by_id(set_id)};
   return handles().add(hvd::alltoall_async(in, td::torch_allocator(tensor), options, td::ready_event(tensor)));
 }
@@ -197,8 +224,12 @@ long alltoall_async(const at::Tensor& tensor, const std::vector<std::int64_t>& s
 long reducescatter_async(const at::Tensor& tensor, const std::string& name, int op, double prescale,
                          double postscale, int set_id) {
   const std::string full = op_name("reducescatter", name);
-  TensorPtr in = checked(tensor, "reducescatter", full);
-  ReducescatterOptions options{reduce_op(op), full, prescale, postscale, process_set_by_id(set_id)};
+  TensorPtr in;
+  const ReduceOp reduce = withdrawing(full, set_id, [&] {
+    in = checked(tensor, "reducescatter", full);
+    return reduce_op(op);
+  });
+  ReducescatterOptions options{reduce, full, prescale, postscale, process_set_by_id(set_id)};
   return handles().add(hvd::reducescatter_async(in, td::torch_allocator(tensor), options, td::ready_event(tensor)));
 }
 
@@ -318,6 +349,15 @@ void bind_ops(py::module_& m) {
   m.def("release", &release, arg("handle"));
   m.def("join", &join, arg("process_set_id"));
   m.def("barrier", &barrier, arg("process_set_id"));
+  // For the Python layer's own checks: tells the peers this rank will not run `name`.
+  m.def("withdraw", [](const std::string& name, const std::string& reason, int set_id) {
+    if (name.empty()) return;
+    try {
+      hvd::withdraw(name, reason, process_set_by_id(set_id));
+    } catch (const Error&) {
+      // The runtime stopped, or the set is unknown: nothing more to tell the peers.
+    }
+  }, arg("name"), arg("reason"), arg("process_set_id"));
   m.def("_time_cpp_allreduce", &time_cpp_allreduce, arg("iterations"), arg("in_place"));
 }
 

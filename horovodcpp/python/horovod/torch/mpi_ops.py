@@ -464,7 +464,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts sending ``splits[r]`` rows of ``tensor`` (first dimension, in order) to each rank r of
     the set (an even split when None); synchronize() returns the rows received and how many came
     from each rank."""
-    handle = _C.alltoall_async(tensor, _splits_list(splits), name or "", _set_id(process_set))
+    set_id = _set_id(process_set)
+    try:
+        split_list = _splits_list(splits)
+    except ValueError as e:
+        # The peers' handles fail with this reason instead of waiting (the core's own checks
+        # withdraw by themselves; an unnamed call has no name yet).
+        if name:
+            _C.withdraw("alltoall." + name, "alltoall of 'alltoall.%s': %s" % (name, e), set_id)
+        raise
+    handle = _C.alltoall_async(tensor, split_list, name or "", set_id)
     _handle_map[handle] = (tensor, _Alltoall(splits))
     return handle
 
