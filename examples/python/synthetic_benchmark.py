@@ -20,9 +20,11 @@ One host only (DDP's rendezvous is on 127.0.0.1).
 """
 import argparse
 import ctypes
+import os
 import random
 import socket
 import statistics
+import sys
 import time
 
 import torch
@@ -130,7 +132,12 @@ def main():
         print()
         for what, value in targets:  # for scripts/bench.sh
             print('TARGET | %s | %.3fx | >= 1.000x | %s' % (what, value, 'PASS' if value >= 1.0 else 'FAIL'))
-    dist.destroy_process_group()
+    # Tearing DDP's Gloo process group down at exit can deadlock in PyTorch 1.13 (a Gloo worker
+    # frees a tensor and waits for the GIL, which the thread in ~ProcessGroupGloo holds while it
+    # waits for that worker): it hung one run in bench.sh. The results are out; end here.
+    hvd.shutdown()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == '__main__':
