@@ -71,7 +71,8 @@ void MpiControlChannel::wait(MPI_Request* request) {
   poll_next_wait_ = std::chrono::steady_clock::now() - begin < 2 * kPoll;
 }
 
-MpiControlChannel::MpiControlChannel(MPI_Comm comm) : comm_(comm) {
+MpiControlChannel::MpiControlChannel(MPI_Comm comm, int receive_window)
+    : comm_(comm), receive_window_(receive_window) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -93,6 +94,56 @@ std::vector<std::vector<std::uint8_t>> MpiControlChannel::gather(const std::vect
   for (std::size_t r = 0; r < sizes.size(); ++r)
     out.emplace_back(all.begin() + displacements[r], all.begin() + displacements[r] + sizes[r]);
   return out;
+}
+
+namespace {
+constexpr int kListTag = 7003;  // rank -> rank 0: its encoded request list (gather_each)
+}  // namespace
+
+// Rank 0 receives the lists in rank order, at most receive_window_ at a time, each into a buffer
+// it keeps for the next cycles, and has each read as soon as it is there: the lists of a large
+// job (200 requests x 4096 ranks are about 16 MB) are never held at once, and each is read while
+// it is still in cache. The other ranks send theirs.
+void MpiControlChannel::gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) {
+  int my_size = static_cast<int>(mine.size());
+  std::vector<int> sizes(rank_ == 0 ? size_ : 0);
+  MPI_Request request;
+  check(MPI_Igather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request), "MPI_Igather");
+  wait(&request);
+  if (rank_ != 0) {
+    check(MPI_Isend(mine.data(), my_size, MPI_BYTE, 0, kListTag, comm_, &request), "MPI_Isend");
+    wait(&request);
+    return;
+  }
+  const int window = std::min(size_ - 1, std::max(1, receive_window_));  // 0 when rank 0 is alone
+  if (static_cast<int>(list_buffers_.size()) < window) list_buffers_.resize(window);
+  std::vector<MPI_Request> receives(window, MPI_REQUEST_NULL);
+  auto post = [&](int r) {
+    auto& buffer = list_buffers_[(r - 1) % window];
+    buffer.resize(sizes[r]);
+    check(MPI_Irecv(buffer.data(), sizes[r], MPI_BYTE, r, kListTag, comm_, &receives[(r - 1) % window]),
+          "MPI_Irecv");
+  };
+  try {
+    for (int r = 1; r <= window; ++r) post(r);
+    visit(0, mine.data(), mine.size());
+    for (int r = 1; r < size_; ++r) {
+      MPI_Request* receive = &receives[(r - 1) % window];
+      int done = 0;
+      check(MPI_Test(receive, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) wait(receive);  // only a real wait tells the pacing whether the ranks are in step
+      visit(r, list_buffers_[(r - 1) % window].data(), static_cast<std::size_t>(sizes[r]));
+      if (r + window < size_) post(r + window);
+    }
+  } catch (...) {
+    // Nothing may be left writing into the buffers: cancel what is still posted.
+    for (auto& receive : receives) {
+      if (receive == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&receive);
+      MPI_Wait(&receive, MPI_STATUS_IGNORE);
+    }
+    throw;
+  }
 }
 
 std::vector<std::uint8_t> MpiControlChannel::broadcast(const std::vector<std::uint8_t>& from_coordinator) {

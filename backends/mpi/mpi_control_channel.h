@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "core/control_channel.h"
 
@@ -19,10 +20,14 @@ void wait_without_spinning(MPI_Request* request, bool poll_first);
 
 class MpiControlChannel final : public ControlChannel {
  public:
-  explicit MpiControlChannel(MPI_Comm comm);
+  // `receive_window`: how many request lists rank 0 receives at once in gather_each (tests set
+  // fewer to exercise the reuse of its buffers).
+  static constexpr int kDefaultReceiveWindow = 64;
+  explicit MpiControlChannel(MPI_Comm comm, int receive_window = kDefaultReceiveWindow);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::vector<std::vector<std::uint8_t>> gather(const std::vector<std::uint8_t>& mine) override;
+  void gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) override;
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override;
   void bitwise_or(std::vector<std::uint64_t>& bits) override;
@@ -57,6 +62,8 @@ class MpiControlChannel final : public ControlChannel {
   MPI_Request start_request_ = MPI_REQUEST_NULL;  // other ranks
   std::uint64_t start_buffer_ = 0;
   static std::atomic<bool> oversubscribed_;
+  int receive_window_;
+  std::vector<std::vector<std::uint8_t>> list_buffers_;  // rank 0: gather_each's, reused
   bool poll_next_wait_ = true;
   std::uint64_t sleeping_waits_ = 0;
 };

@@ -21,6 +21,17 @@ std::vector<std::vector<std::uint8_t>> SimulatedChannel::gather(const std::vecto
   return all;
 }
 
+void SimulatedChannel::gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) {
+  visit(0, mine.data(), mine.size());
+  static const std::vector<std::uint8_t> empty = detail::encode(detail::RequestList{});
+  for (int r = 1; r < size_; ++r) {
+    // "Receive" each rank's list into the one buffer a receiving coordinator reuses.
+    const auto& list = static_cast<std::size_t>(r - 1) < peer_lists_.size() ? peer_lists_[r - 1] : empty;
+    received_list_.assign(list.begin(), list.end());
+    visit(r, received_list_.data(), received_list_.size());
+  }
+}
+
 std::vector<std::uint8_t> SimulatedChannel::broadcast(const std::vector<std::uint8_t>& from_coordinator) {
   return from_coordinator;
 }

@@ -3,6 +3,8 @@
 // measured at 1024 ranks in one process. The simulated ranks are in the same state as rank 0
 // (they submit the same tensors), as in a data-parallel step:
 //   gather     rank 0's bytes plus a copy of each simulated rank's encoded request list
+//   gather_each  each simulated rank's list copied in turn into one reused buffer, as the MPI
+//              channel receives them (backends/mpi/mpi_control_channel.cc)
 //   broadcast  returns the coordinator's bytes (what every rank would receive)
 //   bitwise_*  combines rank 0's words with N-1 received copies, one rank at a time (what a
 //              root would do; MPI's tree does log2(N) such combines, so this over-counts)
@@ -28,6 +30,7 @@ class SimulatedChannel final : public detail::ControlChannel {
   int rank() const override { return 0; }
   int size() const override { return size_; }
   std::vector<std::vector<std::uint8_t>> gather(const std::vector<std::uint8_t>& mine) override;
+  void gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) override;
   std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) override;
   void bitwise_and(std::vector<std::uint64_t>& bits) override { combine(bits, true); }
   void bitwise_or(std::vector<std::uint64_t>& bits) override { combine(bits, false); }
@@ -42,6 +45,7 @@ class SimulatedChannel final : public detail::ControlChannel {
   int size_;
   std::vector<std::vector<std::uint8_t>> peer_lists_;  // index r - 1
   std::vector<std::uint64_t> received_;               // N-1 copies of the words, back to back
+  std::vector<std::uint8_t> received_list_;           // gather_each's receive buffer
 };
 
 }  // namespace hvd::bench

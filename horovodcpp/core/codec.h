@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/message.h"
@@ -17,7 +18,8 @@ class CodecError : public std::runtime_error {
 
 // Reads an encoded RequestList one request at a time into a Request the caller keeps, whose name
 // and shape then reuse their storage: the coordinator reads every rank's list each slow-path
-// cycle (see Note [The coordinator's work is linear in ranks x tensors]). Throws CodecError as
+// cycle (see Note [The coordinator's work is linear in ranks x tensors]). It keeps the previous
+// request's rank and name, which the next request's encoding refers to. Throws CodecError as
 // decode_request_list does, for the header on construction and for a request in next().
 class RequestListReader {
  public:
@@ -33,6 +35,10 @@ class RequestListReader {
   std::size_t pos_ = 0;
   std::uint32_t left_ = 0;
   bool shutdown_ = false;
+  // What the next request may refer to: the previous one's rank and name.
+  bool any_read_ = false;
+  std::int32_t rank_ = 0;
+  std::string name_;
 };
 
 std::vector<std::uint8_t> encode(const RequestList& list);

@@ -3,7 +3,9 @@
 // Used only by the background thread. Implementations must not busy-spin while they wait.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace hvd::detail {
@@ -15,6 +17,16 @@ class ControlChannel {
   virtual int size() const = 0;
   // Every rank sends its bytes; the coordinator gets one vector per rank, others get none.
   virtual std::vector<std::vector<std::uint8_t>> gather(const std::vector<std::uint8_t>& mine) = 0;
+  // The same gather, seen by the coordinator one rank at a time: `visit(rank, bytes, size)` runs
+  // for every rank in rank order, and the bytes are valid only during the call, so a channel
+  // can receive each rank's into a buffer it reuses instead of holding all of them (at
+  // thousands of ranks that is tens of MB, read once, from memory rather than cache). The
+  // default gathers, then visits.
+  using ListVisitor = std::function<void(int rank, const std::uint8_t* bytes, std::size_t size)>;
+  virtual void gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) {
+    const auto all = gather(mine);
+    for (std::size_t r = 0; r < all.size(); ++r) visit(static_cast<int>(r), all[r].data(), all[r].size());
+  }
   // The coordinator's bytes reach every rank (the argument is ignored on other ranks).
   virtual std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_coordinator) = 0;
   // Element-wise bitwise AND across ranks, in place.

@@ -185,10 +185,19 @@ ResponseList Controller::run_slow_path(std::vector<Request> uncached, bool joine
     sent_[r.name] = r;
   }
   mine.requests = std::move(uncached);
-  auto gathered = channel_.gather(encode(mine));
-
   std::vector<std::uint8_t> reply;
-  if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered, joined_anywhere));
+  if (joined_anywhere) {
+    // A join may complete what arrived before it, so the coordinator reads the batch twice.
+    const auto gathered = channel_.gather(encode(mine));
+    if (channel_.rank() == 0) reply = encode(coordinator_.coordinate(gathered, true));
+  } else {
+    const bool coordinator = channel_.rank() == 0;
+    if (coordinator) coordinator_.start_batch();
+    channel_.gather_each(encode(mine), [this](int rank, const std::uint8_t* bytes, std::size_t size) {
+      coordinator_.read_list(rank, bytes, size);
+    });
+    if (coordinator) reply = encode(coordinator_.finish_batch());
+  }
   reply = channel_.broadcast(reply);
   ResponseList list;
   try {

@@ -20,10 +20,12 @@
 //     applies them in this cycle: the fusion threshold (step 4) and the cache switch. A switch
 //     either way empties the cache on every rank, and the cached requests still waiting for
 //     their bits go to the coordinator as uncached in this cycle (step 3 runs).
-//  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0.
-//     The coordinator counts each name's arrivals in its message table (constant work per
+//  3. Only if some rank has uncached requests: gather every rank's uncached requests to rank 0,
+//     which reads each rank's list as it arrives (ControlChannel::gather_each). The
+//     coordinator counts each name's arrivals in its message table (constant work per
 //     request: see Note [The coordinator's work is linear in ranks x tensors] in coordinator.h;
-//     the lists are read twice only while some rank has a join in flight), checks each ready
+//     while some rank has a join in flight the whole batch is gathered first and read twice,
+//     joins first), checks each ready
 //     name for consistency across ranks (type, dtype, shape, reduce op, root, scale factors,
 //     device) and emits a response per name that every (non-joined) rank has submitted, in the
 //     order they became ready, or an Error response naming the tensor and the differing ranks

@@ -30,41 +30,73 @@ bool Coordinator::stall_check_due() const {
 
 // See Note [The coordinator's work is linear in ranks x tensors].
 ResponseList Coordinator::coordinate(const std::vector<std::vector<std::uint8_t>>& gathered, bool joins_possible) {
-  ResponseList out;
   if (static_cast<int>(gathered.size()) != size_) {
+    ResponseList out;
     out.shutdown_reason = "the coordinator" + where() + " received " + std::to_string(gathered.size()) +
                           " request lists for " + std::to_string(size_) + " ranks";
     return out;
   }
   // Joins first: a join in this batch may complete tensors that arrived earlier. Finding them
   // takes a reading of every list of the batch, so it is done only when a rank may have sent one.
+  std::vector<int> joins;
   if (joins_possible) {
-    std::vector<int> joins;
-    out.shutdown_reason = find_joins(gathered, &joins);
-    if (!out.shutdown_reason.empty()) return out;
-    for (int member : joins) join(member);
-  }
-  const auto now = Clock::now();
-  std::vector<std::string> became_ready;
-  hints_.clear();
-  for (int member = 0; member < size_; ++member) {
-    try {
-      RequestListReader reader(gathered[member].data(), gathered[member].size());
-      for (std::size_t position = 0; reader.next(&scratch_); ++position) {
-        if (scratch_.type == RequestType::Join) {
-          if (!joins_possible) join(member);  // not expected; it still counts
-          continue;
-        }
-        // The sender is its position in the gather; messages name its global rank.
-        scratch_.rank = static_cast<std::int32_t>(global_rank(member));
-        accept(scratch_, member, position, now, &became_ready);
-      }
-    } catch (const CodecError& e) {
-      // The job ends on it; the requests read before it are never answered.
-      out.shutdown_reason = corrupt_list(member, e);
+    const std::string error = find_joins(gathered, &joins);
+    if (!error.empty()) {
+      ResponseList out;
+      out.shutdown_reason = error;
       return out;
     }
   }
+  for (int member : joins) join(member);
+  start_batch(joins_possible);
+  for (int member = 0; member < size_; ++member)
+    read_list(member, gathered[member].data(), gathered[member].size());
+  return finish_batch();
+}
+
+void Coordinator::start_batch(bool joins_read) {
+  batch_ = Batch{};
+  batch_.now = Clock::now();
+  batch_.joins_read = joins_read;
+  hints_.clear();
+}
+
+void Coordinator::read_list(int member, const std::uint8_t* data, std::size_t size) {
+  if (!batch_.error.empty()) return;  // the job ends on the first corrupt list
+  if (member != batch_.next_member) {
+    batch_.error = "the coordinator" + where() + " received rank " + std::to_string(global_rank(member)) +
+                   "'s request list out of order (expected rank " + std::to_string(global_rank(batch_.next_member)) +
+                   "'s)";
+    return;
+  }
+  ++batch_.next_member;
+  try {
+    RequestListReader reader(data, size);
+    for (std::size_t position = 0; reader.next(&scratch_); ++position) {
+      if (scratch_.type == RequestType::Join) {
+        if (!batch_.joins_read) join(member);  // not expected; it still counts
+        continue;
+      }
+      // The sender is its position in the gather; messages name its global rank.
+      scratch_.rank = static_cast<std::int32_t>(global_rank(member));
+      accept(scratch_, member, position, batch_.now, &batch_.became_ready);
+    }
+  } catch (const CodecError& e) {
+    // The job ends on it; the requests read before it are never answered.
+    batch_.error = corrupt_list(member, e);
+  }
+}
+
+ResponseList Coordinator::finish_batch() {
+  ResponseList out;
+  if (batch_.error.empty() && batch_.next_member != size_)
+    batch_.error = "the coordinator" + where() + " received " + std::to_string(batch_.next_member) +
+                   " request lists for " + std::to_string(size_) + " ranks";
+  if (!batch_.error.empty()) {
+    out.shutdown_reason = std::move(batch_.error);
+    return out;
+  }
+  std::vector<std::string>& became_ready = batch_.became_ready;
   if (!joined_ranks_.empty()) {
     for (const auto& name : arrival_order_) {
       TableEntry& entry = table_.at(name);
@@ -153,6 +185,9 @@ void Coordinator::accept(const Request& request, int member, std::size_t positio
     hinted = hints_[position] = &emplaced.first->second;
   }
   TableEntry& entry = *hinted;
+  // The next request of this list most likely names the next position's entry: start loading
+  // it now (at thousands of ranks it is often out of the nearest caches by then).
+  if (position + 1 < hints_.size() && hints_[position + 1] != nullptr) __builtin_prefetch(hints_[position + 1]);
   if (inserted) {
     entry.first = request;
     entry.reported.assign(size_, false);

@@ -16,6 +16,11 @@
 // rank of the agreeing ranks and every request that differs, and name the same ranks and values
 // as a check of every request would. The request lists are read into one reused Request (no
 // allocation per request), and a group's size check is kept up to date as its members arrive.
+// Memory matters as much as work here: at 4096 ranks one cycle's lists are megabytes, which
+// come from memory, not cache. So requests are encoded compactly (codec.cc: about 20 bytes for
+// a gradient), and a batch without joins is read one list at a time as the channel receives it
+// (start_batch, read_list, finish_batch; ControlChannel::gather_each), so rank 0 never holds
+// every rank's list at once and reads each while it is still in cache.
 // docs/benchmarks.md ("Controller") shows the cost from 2 to 4096 simulated ranks.
 #pragma once
 
@@ -53,6 +58,13 @@ class Coordinator {
   // time sets the result's shutdown_reason. `joins_possible` false promises that no list holds a
   // join (no rank has one in flight): the lists are then read once instead of twice.
   ResponseList coordinate(const std::vector<std::vector<std::uint8_t>>& gathered, bool joins_possible = true);
+  // The same batch read as the lists arrive, for a batch without joins (coordinate's
+  // joins_possible false): start_batch, read_list for every rank in rank order (each list is
+  // read during the call only, so the channel need not hold them all), then finish_batch.
+  // A corrupt or missing list sets the result's shutdown_reason, as coordinate does.
+  void start_batch(bool joins_read = false);
+  void read_list(int member, const std::uint8_t* data, std::size_t size);
+  ResponseList finish_batch();
   bool has_pending() const { return !table_.empty(); }
   // A stall inspection is due although no rank has anything new (forces a slow-path cycle).
   bool stall_check_due() const;
@@ -78,6 +90,15 @@ class Coordinator {
     int requests = 0;  // in the table
     std::int32_t first_rank = 0, first_size = 0;
     std::string size_error;  // the first disagreement; empty while the ranks agree
+  };
+
+  // The batch being read: what read_list found so far.
+  struct Batch {
+    Clock::time_point now;
+    bool joins_read = false;  // coordinate() applied this batch's joins before reading it
+    int next_member = 0;
+    std::string error;  // the first corrupt list; the rest of the batch is skipped
+    std::vector<std::string> became_ready;
   };
 
   std::string find_joins(const std::vector<std::vector<std::uint8_t>>& gathered, std::vector<int>* joins);
@@ -107,6 +128,7 @@ class Coordinator {
   std::set<int> joined_ranks_;      // global ranks, for messages
   std::vector<bool> joined_;        // by rank in the group
   int last_joined_rank_ = -1;
+  Batch batch_;
   Request scratch_;                 // each request read, in turn (its buffers are reused)
   std::vector<TableEntry*> hints_;  // this batch: the entry of the last request at each list position
   Clock::time_point last_stall_check_ = Clock::now();

@@ -1,6 +1,10 @@
 // The wire codec: round trips, and clean errors on truncated or corrupt bytes.
 #include <catch2/catch.hpp>
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "core/codec.h"
 
 using namespace hvd;
@@ -103,7 +107,7 @@ TEST_CASE("corrupt bytes are rejected with a message saying what was wrong", "[c
     REQUIRE_THROWS_WITH(decode_request_list(other.data(), other.size()), Catch::Contains("kind"));
   }
   SECTION("an enum out of range") {
-    bytes[4 + 1 + 1 + 4 + 4] = 99;  // the first request's type
+    bytes[4 + 1 + 1 + 4] = 99;  // the first request's type (its first byte)
     REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()), Catch::Contains("request type"));
   }
   SECTION("a huge count is refused before allocating") {
@@ -172,4 +176,114 @@ TEST_CASE("decoded shapes whose element count overflows 64 bits are refused", "[
   REQUIRE_THROWS_WITH(decode_response_list(bytes.data(), bytes.size()), Catch::Contains("first dimensions add up"));
   REQUIRE_THROWS_WITH(hvd::num_elements({std::int64_t{1} << 40, std::int64_t{1} << 40}),
                       Catch::Contains("more elements than fit in 64 bits"));
+}
+
+TEST_CASE("every optional request field survives the compact encoding, alone and together", "[codec]") {
+  Request plain;
+  plain.name = "w";
+  plain.shape = {5};
+  std::vector<Request> variants;
+  auto with = [&](auto change) {
+    Request r = plain;
+    change(r);
+    variants.push_back(r);
+  };
+  with([](Request& r) { r.device = 3; });
+  with([](Request& r) { r.device = std::numeric_limits<std::int32_t>::min(); });
+  with([](Request& r) { r.prescale_factor = -0.0; });
+  with([](Request& r) { r.postscale_factor = 1e300; });
+  with([](Request& r) { r.root = std::numeric_limits<std::int32_t>::max(); });
+  with([](Request& r) { r.group = "g"; });
+  with([](Request& r) { r.group_size = -7; });  // a size without a name still travels
+  with([](Request& r) { r.process_set_id = 12345678; });
+  with([](Request& r) { r.error = "rank 3 refused it"; });
+  with([](Request& r) { r.rank = -1; });
+  with([](Request& r) { r.shape = {std::int64_t{1} << 59}; });
+  with([](Request& r) { r.shape = {}; });
+  variants.push_back(sample_requests().requests.front());  // every field at once
+  for (const Request& r : variants) {
+    RequestList in;
+    in.requests = {r, plain, r};  // each beside a request with every field at its default
+    const auto bytes = encode(in);
+    const RequestList out = decode_request_list(bytes.data(), bytes.size());
+    REQUIRE(out.requests == in.requests);
+  }
+  // waited_seconds is not part of Request's equality.
+  RequestList waited;
+  waited.requests = {plain, plain};
+  waited.requests[1].waited_seconds = 2.5;
+  const auto bytes = encode(waited);
+  const RequestList out = decode_request_list(bytes.data(), bytes.size());
+  CHECK(out.requests[0].waited_seconds == 0.0);
+  CHECK(out.requests[1].waited_seconds == 2.5);
+}
+
+TEST_CASE("names are sent as the rest after the previous name's prefix; ranks only when they change", "[codec]") {
+  const std::vector<std::string> names = {"model.layer1.weight", "model.layer1.bias", "model.layer10.weight",
+                                          "", "x", "model.layer1.weight", "model.layer1.weight", "model"};
+  const std::vector<std::int32_t> ranks = {3, 3, 4, 4, -1, std::numeric_limits<std::int32_t>::min(), 0, 0};
+  RequestList in;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    Request r;
+    r.name = names[i];
+    r.rank = ranks[i];
+    in.requests.push_back(r);
+  }
+  const auto bytes = encode(in);
+  const RequestList out = decode_request_list(bytes.data(), bytes.size());
+  REQUIRE(out.requests == in.requests);
+}
+
+TEST_CASE("a gradient's request takes about 20 bytes on the wire", "[codec]") {
+  // 200 gradients named and shaped as the controller benchmark names them; fixed widths took 95
+  // bytes each.
+  RequestList list;
+  for (int i = 0; i < 200; ++i) {
+    Request r;
+    r.rank = 4095;
+    r.name = "model.layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight") + ".grad";
+    r.shape = {1024};
+    r.reduce_op = ReduceOp::Average;
+    list.requests.push_back(r);
+  }
+  const auto bytes = encode(list);
+  CHECK(bytes.size() < 10 + 200 * 22);
+  CHECK(decode_request_list(bytes.data(), bytes.size()).requests == list.requests);
+}
+
+TEST_CASE("compact request fields that cannot be right are refused, naming the field", "[codec]") {
+  Request a;
+  a.name = "ab";
+  Request b;
+  b.name = "ac";
+  RequestList one;
+  one.requests = {a};
+  const std::size_t second = encode(one).size();  // where the second record starts
+  RequestList two;
+  two.requests = {a, b};
+  SECTION("a name sharing more than the previous name holds") {
+    auto bytes = encode(two);
+    bytes[second + 2] = 5;  // type byte, flags, then the shared prefix (the rank is the previous one)
+    REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()),
+                        Catch::Contains("shares 5 bytes with the previous request's name of 2"));
+  }
+  SECTION("the first request claiming the previous request's rank") {
+    auto bytes = encode(one);
+    bytes[10] |= 0x80;
+    REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()), Catch::Contains("first request of a list"));
+  }
+  const std::vector<std::uint8_t> header = {'H', 'V', 'D', '2', 1, 0, 1, 0, 0, 0};
+  SECTION("a varint longer than 64 bits") {
+    auto bytes = header;
+    bytes.insert(bytes.end(), {0, 0});  // allreduce, no optional fields
+    bytes.insert(bytes.end(), 9, 0xff);
+    bytes.push_back(0x7f);
+    REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()), Catch::Contains("rank does not fit in 64 bits"));
+  }
+  SECTION("an int32 field beyond 32 bits") {
+    auto bytes = header;
+    bytes.insert(bytes.end(), {0, 0, 0x80, 0x80, 0x80, 0x80, 0x20});  // rank: 2^33 zig-zagged
+    REQUIRE_THROWS_WITH(decode_request_list(bytes.data(), bytes.size()),
+                        Catch::Contains("rank 8589934592 does not fit in 32 bits"));
+  }
 }

@@ -148,3 +148,77 @@ TEST_CASE("a join read without a warning still counts for readiness", "[coordina
   CHECK(out.responses[0].names == std::vector<std::string>{"x"});
   CHECK(out.responses[0].type == ResponseType::Allreduce);
 }
+
+TEST_CASE("lists read one at a time as they arrive give the answers of the whole batch read at once", "[coordinator]") {
+  std::mt19937 rng(20261127);
+  const RequestType types[] = {RequestType::Allreduce, RequestType::Allgather, RequestType::Broadcast};
+  int responses = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int size = 1 + static_cast<int>(rng() % 9);
+    INFO("trial " << trial << ", " << size << " ranks");
+    Coordinator whole(size, StallOptions{}, nullptr), streamed(size, StallOptions{}, nullptr);
+    // Names each rank submits in its own order, spread over batches.
+    std::vector<Request> bases;
+    for (int n = 0; n < 6; ++n) {
+      Request base;
+      base.name = "layer" + std::to_string(n) + ".weight";
+      base.type = types[rng() % 3];
+      base.shape = {3, 4};
+      bases.push_back(base);
+    }
+    for (int batch = 0; batch < 3; ++batch) {
+      std::vector<std::vector<std::uint8_t>> gathered;
+      for (int rank = 0; rank < size; ++rank) {
+        std::vector<Request> list;
+        for (const auto& base : bases)
+          if (static_cast<int>(rng() % 3) == batch || batch == 2) list.push_back(random_request(rng, base, rank));
+        std::shuffle(list.begin(), list.end(), rng);
+        gathered.push_back(encoded(list));
+      }
+      const ResponseList expected = whole.coordinate(gathered, /*joins_possible=*/false);
+      streamed.start_batch();
+      for (int rank = 0; rank < size; ++rank) streamed.read_list(rank, gathered[rank].data(), gathered[rank].size());
+      const ResponseList got = streamed.finish_batch();
+      REQUIRE(got.shutdown_reason == expected.shutdown_reason);
+      REQUIRE(got.responses == expected.responses);
+      responses += static_cast<int>(got.responses.size());
+    }
+  }
+  CHECK(responses > 1000);
+}
+
+TEST_CASE("a batch read one list at a time fails on a list out of order, missing or corrupt, naming the rank",
+          "[coordinator]") {
+  Request r;
+  r.name = "x";
+  r.shape = {2};
+  const auto good = encoded({r});
+  Coordinator coordinator(4, StallOptions{}, nullptr);
+  SECTION("out of order") {
+    coordinator.start_batch();
+    coordinator.read_list(0, good.data(), good.size());
+    coordinator.read_list(2, good.data(), good.size());
+    const ResponseList out = coordinator.finish_batch();
+    CHECK(out.responses.empty());
+    CHECK(out.shutdown_reason == "the coordinator received rank 2's request list out of order (expected rank 1's)");
+  }
+  SECTION("missing") {
+    coordinator.start_batch();
+    for (int rank = 0; rank < 3; ++rank) coordinator.read_list(rank, good.data(), good.size());
+    const ResponseList out = coordinator.finish_batch();
+    CHECK(out.responses.empty());
+    CHECK(out.shutdown_reason == "the coordinator received 3 request lists for 4 ranks");
+  }
+  SECTION("corrupt, with good lists after it") {
+    auto bad = good;
+    bad.resize(bad.size() - 2);
+    coordinator.start_batch();
+    coordinator.read_list(0, good.data(), good.size());
+    coordinator.read_list(1, bad.data(), bad.size());
+    coordinator.read_list(2, good.data(), good.size());
+    coordinator.read_list(3, good.data(), good.size());
+    const ResponseList out = coordinator.finish_batch();
+    CHECK(out.responses.empty());
+    CHECK_THAT(out.shutdown_reason, Catch::StartsWith("corrupt negotiation message from rank 1: truncated message"));
+  }
+}
