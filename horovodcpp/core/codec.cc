@@ -1,15 +1,14 @@
 // Format: magic "HVD2", u8 kind (1 requests, 2 responses), u8 shutdown, u32 count, then records.
-// Responses: every variable-length field is a u32 length or count followed by its items.
-// Requests are compact, because the coordinator receives one list per rank every slow-path
-// cycle (Note [The coordinator's work is linear in ranks x tensors]), and at thousands of ranks
-// those bytes come from memory, not cache: unsigned LEB128 varints for lengths, counts and
-// dimensions; zig-zag varints for the int32 fields; the rank only when it differs from the
-// previous request's (a bit of the type byte says so); each name as the length of the prefix
-// it shares with the previous request's name and the rest (gradients are named in order:
-// "layer3.bias", "layer4.weight"); and a flags byte that says which of the other fields differ
-// from their defaults, since a field at its default is not sent. A gradient's request takes
-// about 20 bytes where fixed widths took 95. The decoder checks each length against the bytes
-// left and each enum against its range before using it.
+// Lengths, counts and sizes (dimensions, row counts) are unsigned LEB128 varints, int32 fields
+// zig-zag varints, enums one byte, scale factors 8-byte doubles. Requests are compact, because
+// the coordinator receives one list per rank every slow-path cycle (Note [The coordinator's work
+// is linear in ranks x tensors]) and at thousands of ranks those bytes come from memory, not
+// cache: the rank only when it differs from the previous request's (a bit of the type byte says
+// so); each name as the length of the prefix it shares with the previous request's name and
+// the rest (gradients are named in order: "layer3.bias", "layer4.weight"); and a flags byte
+// saying which of the other fields differ from their defaults, since a field at its default is
+// not sent. A gradient's request takes about 20 bytes. The decoder checks each length against
+// the bytes left and each enum against its range before using it.
 #include "core/codec.h"
 
 #include <algorithm>
@@ -64,14 +63,6 @@ class Writer {
     bytes_.resize(at + sizeof(T));
     std::memcpy(bytes_.data() + at, &value, sizeof(T));
   }
-  void str(const std::string& s) {
-    pod<std::uint32_t>(static_cast<std::uint32_t>(s.size()));
-    bytes_.insert(bytes_.end(), s.begin(), s.end());
-  }
-  void ints(const std::vector<std::int64_t>& v) {
-    pod<std::uint32_t>(static_cast<std::uint32_t>(v.size()));
-    for (auto x : v) pod<std::int64_t>(x);
-  }
   void varint(std::uint64_t v) {
     while (v >= 0x80) {
       bytes_.push_back(static_cast<std::uint8_t>(v | 0x80));
@@ -80,13 +71,13 @@ class Writer {
     bytes_.push_back(static_cast<std::uint8_t>(v));
   }
   void int32(std::int32_t v) { varint(zigzag(v)); }
-  void short_str(const std::string& s) {
+  void str(const std::string& s) {
     varint(s.size());
     bytes_.insert(bytes_.end(), s.begin(), s.end());
   }
-  // Dimensions go as their 64-bit two's complement, so a negative one (refused by the decoder)
-  // survives the trip to be named there.
-  void short_ints(const std::vector<std::int64_t>& v) {
+  // Dimensions and row counts go as their 64-bit two's complement, so a negative one (refused
+  // by the decoder) survives the trip to be named there.
+  void sizes(const std::vector<std::int64_t>& v) {
     varint(v.size());
     for (auto x : v) varint(static_cast<std::uint64_t>(x));
   }
@@ -121,14 +112,6 @@ class Reader {
       throw CodecError(std::string("corrupt message: bad ") + what + " value " + std::to_string(v));
     return static_cast<E>(v);
   }
-  std::uint32_t count(std::size_t min_item_bytes, const char* what) {
-    auto n = pod<std::uint32_t>(what);
-    // Reject counts that cannot fit in the bytes left, before allocating anything.
-    if (min_item_bytes > 0 && n > (size_ - pos_) / min_item_bytes)
-      throw CodecError(std::string("truncated message: ") + what + " count " + std::to_string(n) +
-                       " exceeds the remaining " + std::to_string(size_ - pos_) + " bytes");
-    return n;
-  }
   std::uint64_t varint(const char* what) {
     if (pos_ < size_ && data_[pos_] < 0x80) return data_[pos_++];  // the usual one-byte value
     std::uint64_t v = 0;
@@ -147,51 +130,27 @@ class Reader {
       throw CodecError(std::string("corrupt message: ") + what + " " + std::to_string(u) + " does not fit in 32 bits");
     return unzigzag(static_cast<std::uint32_t>(u));
   }
-  // A varint count, refused as `count` refuses one when its items cannot fit in the bytes left.
-  std::size_t short_count(std::size_t min_item_bytes, const char* what) {
+  // A count, refused before anything is allocated when its items cannot fit in the bytes left.
+  std::size_t count(std::size_t min_item_bytes, const char* what) {
     const std::uint64_t n = varint(what);
     if (n > (size_ - pos_) / min_item_bytes)
       throw CodecError(std::string("truncated message: ") + what + " count " + std::to_string(n) +
                        " exceeds the remaining " + std::to_string(size_ - pos_) + " bytes");
     return static_cast<std::size_t>(n);
   }
-  void short_str_into(std::string* s, const char* what) {
-    s->clear();
-    append_short_str(s, what);
-  }
-  void append_short_str(std::string* s, const char* what) {
-    const auto n = short_count(1, what);
-    s->append(reinterpret_cast<const char*>(data_ + pos_), n);
-    pos_ += n;
-  }
-  // A shape as short_ints wrote it, checked as shape_into checks one.
-  void short_shape_into(std::vector<std::int64_t>* v, const char* what) {
-    v->resize(short_count(1, what));
-    for (auto& x : *v) {
-      x = static_cast<std::int64_t>(varint(what));
-      if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
-    }
-    check_elements(*v, what);
-  }
   std::string str(const char* what) {
     std::string s;
-    str_into(&s, what);
+    append_str(&s, what);
     return s;
   }
   void str_into(std::string* s, const char* what) {
-    auto n = count(1, what);
-    s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    s->clear();
+    append_str(s, what);
+  }
+  void append_str(std::string* s, const char* what) {
+    const auto n = count(1, what);
+    s->append(reinterpret_cast<const char*>(data_ + pos_), n);
     pos_ += n;
-  }
-  std::vector<std::int64_t> ints(const char* what) {
-    std::vector<std::int64_t> v;
-    ints_into(&v, what);
-    return v;
-  }
-  void ints_into(std::vector<std::int64_t>* v, const char* what) {
-    auto n = count(sizeof(std::int64_t), what);
-    v->resize(n);
-    for (auto& x : *v) x = pod<std::int64_t>(what);
   }
   // Sizes: no dimension or row count may be negative (they index and size buffers).
   std::vector<std::int64_t> sizes(const char* what) {
@@ -200,9 +159,11 @@ class Reader {
     return v;
   }
   void sizes_into(std::vector<std::int64_t>* v, const char* what) {
-    ints_into(v, what);
-    for (auto x : *v)
+    v->resize(count(1, what));
+    for (auto& x : *v) {
+      x = static_cast<std::int64_t>(varint(what));
       if (x < 0) throw CodecError(std::string("corrupt message: negative value ") + std::to_string(x) + " in " + what);
+    }
   }
   // A tensor shape: sizes whose element count times the widest dtype (8 bytes) fits in int64,
   // so num_elements() and byte counts computed from it cannot overflow.
@@ -270,21 +231,21 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     if (!same_rank) w.int32(r.rank);
     const std::size_t shared = previous == nullptr ? 0 : shared_prefix(previous->name, r.name);
     w.varint(shared);
-    w.short_str(r.name.substr(shared));
+    w.str(r.name.substr(shared));
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.dtype));
-    w.short_ints(r.shape);
+    w.sizes(r.shape);
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.reduce_op));
     if (flags & kDevice) w.int32(r.device);
     if (flags & kPrescale) w.pod<double>(r.prescale_factor);
     if (flags & kPostscale) w.pod<double>(r.postscale_factor);
     if (flags & kRoot) w.int32(r.root);
     if (flags & kGroup) {
-      w.short_str(r.group);
+      w.str(r.group);
       w.int32(r.group_size);
     }
     if (flags & kWaited) w.pod<double>(r.waited_seconds);
     if (flags & kProcessSet) w.int32(r.process_set_id);
-    if (flags & kRequestError) w.short_str(r.error);
+    if (flags & kRequestError) w.str(r.error);
     previous = &r;
   }
   return w.take();
@@ -295,19 +256,19 @@ std::vector<std::uint8_t> encode(const ResponseList& list) {
   w.header(kResponseKind, list.shutdown, list.responses.size());
   for (const auto& r : list.responses) {
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.type));
-    w.pod<std::uint32_t>(static_cast<std::uint32_t>(r.names.size()));
+    w.varint(r.names.size());
     for (const auto& n : r.names) w.str(n);
-    w.pod<std::uint32_t>(static_cast<std::uint32_t>(r.shapes.size()));
-    for (const auto& s : r.shapes) w.ints(s);
-    w.ints(r.first_dims);
+    w.varint(r.shapes.size());
+    for (const auto& s : r.shapes) w.sizes(s);
+    w.sizes(r.first_dims);
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.dtype));
-    w.pod<std::int32_t>(r.device);
+    w.int32(r.device);
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.reduce_op));
     w.pod<double>(r.prescale_factor);
     w.pod<double>(r.postscale_factor);
-    w.pod<std::int32_t>(r.root);
+    w.int32(r.root);
     w.str(r.error);
-    w.pod<std::int32_t>(r.last_joined_rank);
+    w.int32(r.last_joined_rank);
   }
   w.str(list.shutdown_reason);
   return w.take();
@@ -345,18 +306,18 @@ bool RequestListReader::next(Request* r) {
     throw CodecError("corrupt message: a name shares " + std::to_string(shared) +
                      " bytes with the previous request's name of " + std::to_string(name_.size()));
   name_.resize(static_cast<std::size_t>(shared));
-  rd.append_short_str(&name_, "name");
+  rd.append_str(&name_, "name");
   r->name = name_;
   any_read_ = true;
   r->dtype = rd.enumeration(kLastDataType, "dtype");
-  rd.short_shape_into(&r->shape, "shape");
+  rd.shape_into(&r->shape, "shape");
   r->reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
   r->device = flags & kDevice ? rd.int32("device") : kCpuDevice;
   r->prescale_factor = flags & kPrescale ? rd.pod<double>("prescale factor") : 1.0;
   r->postscale_factor = flags & kPostscale ? rd.pod<double>("postscale factor") : 1.0;
   r->root = flags & kRoot ? rd.int32("root") : 0;
   if (flags & kGroup) {
-    rd.short_str_into(&r->group, "group");
+    rd.str_into(&r->group, "group");
     r->group_size = rd.int32("group size");
   } else {
     r->group.clear();
@@ -367,7 +328,7 @@ bool RequestListReader::next(Request* r) {
     throw CodecError("corrupt message: waited seconds " + std::to_string(r->waited_seconds));
   r->process_set_id = flags & kProcessSet ? rd.int32("process set id") : 0;
   if (flags & kRequestError)
-    rd.short_str_into(&r->error, "error");
+    rd.str_into(&r->error, "error");
   else
     r->error.clear();
   r->submitted = {};
@@ -393,11 +354,11 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
   for (std::uint32_t i = 0; i < n; ++i) {
     Response r;
     r.type = rd.enumeration(ResponseType::Error, "response type");
-    auto names = rd.count(4, "names");
-    for (std::uint32_t k = 0; k < names; ++k) r.names.push_back(rd.str("name"));
-    auto shapes = rd.count(4, "shapes");
+    const auto names = rd.count(1, "names");
+    for (std::size_t k = 0; k < names; ++k) r.names.push_back(rd.str("name"));
+    const auto shapes = rd.count(1, "shapes");
     std::int64_t total = 0;  // fusion and the ops add the tensors' bytes up
-    for (std::uint32_t k = 0; k < shapes; ++k) {
+    for (std::size_t k = 0; k < shapes; ++k) {
       r.shapes.push_back(rd.shape("shape"));
       if (__builtin_add_overflow(total, 8 * num_elements(r.shapes.back()), &total))
         throw CodecError("corrupt message: the response's tensors hold more bytes than fit in 64 bits");
@@ -408,13 +369,13 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
       if (__builtin_add_overflow(rows, d, &rows))
         throw CodecError("corrupt message: the first dimensions add up to more than fits in 64 bits");
     r.dtype = rd.enumeration(kLastDataType, "dtype");
-    r.device = rd.pod<std::int32_t>("device");
+    r.device = rd.int32("device");
     r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
     r.prescale_factor = rd.pod<double>("prescale factor");
     r.postscale_factor = rd.pod<double>("postscale factor");
-    r.root = rd.pod<std::int32_t>("root");
+    r.root = rd.int32("root");
     r.error = rd.str("error");
-    r.last_joined_rank = rd.pod<std::int32_t>("last joined rank");
+    r.last_joined_rank = rd.int32("last joined rank");
     list.responses.push_back(std::move(r));
   }
   list.shutdown_reason = rd.str("shutdown reason");
