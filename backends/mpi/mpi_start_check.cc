@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <cstring>
 #include <algorithm>
 #include <mutex>
 #include <thread>
@@ -90,8 +89,7 @@ void wait_for_every_rank(double timeout_seconds) {
 
   pmix_proc_t job;
   PMIX_PROC_CONSTRUCT(&job);
-  std::strncpy(job.nspace, me.nspace, PMIX_MAX_NSLEN);
-  job.rank = PMIX_RANK_WILDCARD;
+  PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
   pmix_value_t* size_value = nullptr;
   if (PMIx_Get(&job, PMIX_JOB_SIZE, nullptr, 0, &size_value) != PMIX_SUCCESS || size_value == nullptr) return;
   const int size = static_cast<int>(size_value->data.uint32);
@@ -117,8 +115,7 @@ void wait_for_every_rank(double timeout_seconds) {
       (*lookups)[r] = {arrivals, r};
       pmix_proc_t peer;
       PMIX_PROC_CONSTRUCT(&peer);
-      std::strncpy(peer.nspace, me.nspace, PMIX_MAX_NSLEN);
-      peer.rank = static_cast<pmix_rank_t>(r);
+      PMIX_LOAD_PROCID(&peer, me.nspace, static_cast<pmix_rank_t>(r));
       std::lock_guard<std::mutex> lock(arrivals->mutex);
       arrivals->status[r] = 1;
       ++arrivals->pending;
