@@ -77,12 +77,19 @@ MpiControlChannel::MpiControlChannel(MPI_Comm comm, int receive_window)
   MPI_Comm_size(comm_, &size_);
 }
 
-std::vector<std::vector<std::uint8_t>> MpiControlChannel::gather(const std::vector<std::uint8_t>& mine) {
-  int my_size = static_cast<int>(mine.size());
+// Rank 0: every rank's byte count; other ranks: nothing.
+std::vector<int> MpiControlChannel::gather_sizes(int my_size) {
   std::vector<int> sizes(rank_ == 0 ? size_ : 0);
   MPI_Request request;
   check(MPI_Igather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request), "MPI_Igather");
   wait(&request);
+  return sizes;
+}
+
+std::vector<std::vector<std::uint8_t>> MpiControlChannel::gather(const std::vector<std::uint8_t>& mine) {
+  const int my_size = static_cast<int>(mine.size());
+  const std::vector<int> sizes = gather_sizes(my_size);
+  MPI_Request request;
   std::vector<int> displacements(sizes.size(), 0);
   if (rank_ == 0) std::exclusive_scan(sizes.begin(), sizes.end(), displacements.begin(), 0);
   std::vector<std::uint8_t> all(rank_ == 0 ? std::accumulate(sizes.begin(), sizes.end(), 0) : 0);
@@ -105,12 +112,10 @@ constexpr int kListTag = 7003;  // rank -> rank 0: its encoded request list (gat
 // job (200 requests x 4096 ranks are about 16 MB) are never held at once, and each is read while
 // it is still in cache. The other ranks send theirs.
 void MpiControlChannel::gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) {
-  int my_size = static_cast<int>(mine.size());
-  std::vector<int> sizes(rank_ == 0 ? size_ : 0);
-  MPI_Request request;
-  check(MPI_Igather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request), "MPI_Igather");
-  wait(&request);
+  const int my_size = static_cast<int>(mine.size());
+  const std::vector<int> sizes = gather_sizes(my_size);
   if (rank_ != 0) {
+    MPI_Request request;
     check(MPI_Isend(mine.data(), my_size, MPI_BYTE, 0, kListTag, comm_, &request), "MPI_Isend");
     wait(&request);
     return;
@@ -118,21 +123,21 @@ void MpiControlChannel::gather_each(const std::vector<std::uint8_t>& mine, const
   const int window = std::min(size_ - 1, std::max(1, receive_window_));  // 0 when rank 0 is alone
   if (static_cast<int>(list_buffers_.size()) < window) list_buffers_.resize(window);
   std::vector<MPI_Request> receives(window, MPI_REQUEST_NULL);
+  auto slot = [window](int r) { return (r - 1) % window; };  // rank r's buffer and request
   auto post = [&](int r) {
-    auto& buffer = list_buffers_[(r - 1) % window];
+    auto& buffer = list_buffers_[slot(r)];
     buffer.resize(sizes[r]);
-    check(MPI_Irecv(buffer.data(), sizes[r], MPI_BYTE, r, kListTag, comm_, &receives[(r - 1) % window]),
-          "MPI_Irecv");
+    check(MPI_Irecv(buffer.data(), sizes[r], MPI_BYTE, r, kListTag, comm_, &receives[slot(r)]), "MPI_Irecv");
   };
   try {
     for (int r = 1; r <= window; ++r) post(r);
     visit(0, mine.data(), mine.size());
     for (int r = 1; r < size_; ++r) {
-      MPI_Request* receive = &receives[(r - 1) % window];
+      MPI_Request* receive = &receives[slot(r)];
       int done = 0;
       check(MPI_Test(receive, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (!done) wait(receive);  // only a real wait tells the pacing whether the ranks are in step
-      visit(r, list_buffers_[(r - 1) % window].data(), static_cast<std::size_t>(sizes[r]));
+      visit(r, list_buffers_[slot(r)].data(), static_cast<std::size_t>(sizes[r]));
       if (r + window < size_) post(r + window);
     }
   } catch (...) {

@@ -50,6 +50,7 @@ class MpiControlChannel final : public ControlChannel {
   // otherwise, or after that, wait_without_spinning, polling first only if the previous wait
   // was short (the ranks in step).
   void wait(MPI_Request* request);
+  std::vector<int> gather_sizes(int my_size);  // the first step of both gathers
   void post_start_receive();  // ranks other than 0: the start message of the next cycle
   void take_start();          // it arrived: checks its cycle number and counts the cycle
 

@@ -11,22 +11,24 @@ SimulatedChannel::SimulatedChannel(int size) : size_(size) {
   if (size < 1) throw std::invalid_argument("SimulatedChannel: size must be >= 1");
 }
 
+const std::vector<std::uint8_t>& SimulatedChannel::peer_list(int r) const {
+  static const std::vector<std::uint8_t> empty = detail::encode(detail::RequestList{});
+  return static_cast<std::size_t>(r - 1) < peer_lists_.size() ? peer_lists_[r - 1] : empty;
+}
+
 std::vector<std::vector<std::uint8_t>> SimulatedChannel::gather(const std::vector<std::uint8_t>& mine) {
   std::vector<std::vector<std::uint8_t>> all;
   all.reserve(size_);
   all.push_back(mine);
-  static const std::vector<std::uint8_t> empty = detail::encode(detail::RequestList{});
-  for (int r = 1; r < size_; ++r)
-    all.push_back(static_cast<std::size_t>(r - 1) < peer_lists_.size() ? peer_lists_[r - 1] : empty);
+  for (int r = 1; r < size_; ++r) all.push_back(peer_list(r));
   return all;
 }
 
 void SimulatedChannel::gather_each(const std::vector<std::uint8_t>& mine, const ListVisitor& visit) {
   visit(0, mine.data(), mine.size());
-  static const std::vector<std::uint8_t> empty = detail::encode(detail::RequestList{});
   for (int r = 1; r < size_; ++r) {
     // "Receive" each rank's list into the one buffer a receiving coordinator reuses.
-    const auto& list = static_cast<std::size_t>(r - 1) < peer_lists_.size() ? peer_lists_[r - 1] : empty;
+    const auto& list = peer_list(r);
     received_list_.assign(list.begin(), list.end());
     visit(r, received_list_.data(), received_list_.size());
   }

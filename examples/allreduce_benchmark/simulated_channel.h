@@ -42,6 +42,8 @@ class SimulatedChannel final : public detail::ControlChannel {
 
  private:
   void combine(std::vector<std::uint64_t>& bits, bool is_and);
+  // What simulated rank r sends: its list, or an empty one when none was set.
+  const std::vector<std::uint8_t>& peer_list(int r) const;
   int size_;
   std::vector<std::vector<std::uint8_t>> peer_lists_;  // index r - 1
   std::vector<std::uint64_t> received_;               // N-1 copies of the words, back to back

@@ -71,9 +71,10 @@ class Writer {
     bytes_.push_back(static_cast<std::uint8_t>(v));
   }
   void int32(std::int32_t v) { varint(zigzag(v)); }
-  void str(const std::string& s) {
-    varint(s.size());
-    bytes_.insert(bytes_.end(), s.begin(), s.end());
+  // `s` from byte `from` on (a request's name after the prefix it shares).
+  void str(const std::string& s, std::size_t from = 0) {
+    varint(s.size() - from);
+    bytes_.insert(bytes_.end(), s.begin() + static_cast<std::ptrdiff_t>(from), s.end());
   }
   // Dimensions and row counts go as their 64-bit two's complement, so a negative one (refused
   // by the decoder) survives the trip to be named there.
@@ -231,7 +232,7 @@ std::vector<std::uint8_t> encode(const RequestList& list) {
     if (!same_rank) w.int32(r.rank);
     const std::size_t shared = previous == nullptr ? 0 : shared_prefix(previous->name, r.name);
     w.varint(shared);
-    w.str(r.name.substr(shared));
+    w.str(r.name, shared);
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.dtype));
     w.sizes(r.shape);
     w.pod<std::uint8_t>(static_cast<std::uint8_t>(r.reduce_op));

@@ -32,8 +32,7 @@ bool Coordinator::stall_check_due() const {
 ResponseList Coordinator::coordinate(const std::vector<std::vector<std::uint8_t>>& gathered, bool joins_possible) {
   if (static_cast<int>(gathered.size()) != size_) {
     ResponseList out;
-    out.shutdown_reason = "the coordinator" + where() + " received " + std::to_string(gathered.size()) +
-                          " request lists for " + std::to_string(size_) + " ranks";
+    out.shutdown_reason = wrong_list_count(gathered.size());
     return out;
   }
   // Joins first: a join in this batch may complete tensors that arrived earlier. Finding them
@@ -89,9 +88,7 @@ void Coordinator::read_list(int member, const std::uint8_t* data, std::size_t si
 
 ResponseList Coordinator::finish_batch() {
   ResponseList out;
-  if (batch_.error.empty() && batch_.next_member != size_)
-    batch_.error = "the coordinator" + where() + " received " + std::to_string(batch_.next_member) +
-                   " request lists for " + std::to_string(size_) + " ranks";
+  if (batch_.error.empty() && batch_.next_member != size_) batch_.error = wrong_list_count(batch_.next_member);
   if (!batch_.error.empty()) {
     out.shutdown_reason = std::move(batch_.error);
     return out;
@@ -124,6 +121,11 @@ ResponseList Coordinator::finish_batch() {
 }
 
 std::string Coordinator::where() const { return group_.label.empty() ? "" : " in " + group_.label; }
+
+std::string Coordinator::wrong_list_count(std::size_t received) const {
+  return "the coordinator" + where() + " received " + std::to_string(received) + " request lists for " +
+         std::to_string(size_) + " ranks";
+}
 
 std::string Coordinator::corrupt_list(int member, const CodecError& e) const {
   return "corrupt negotiation message from rank " + std::to_string(global_rank(member)) + where() + ": " + e.what();

@@ -103,6 +103,7 @@ class Coordinator {
 
   std::string find_joins(const std::vector<std::vector<std::uint8_t>>& gathered, std::vector<int>* joins);
   std::string corrupt_list(int member, const CodecError& e) const;
+  std::string wrong_list_count(std::size_t received) const;
   std::string where() const;  // " in process set 1 (ranks [2, 3])", or empty for the world
   void accept(const Request& request, int member, std::size_t position, Clock::time_point now,
               std::vector<std::string>* became_ready);
