@@ -3,8 +3,8 @@
 # (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
 # codec and commit-loader fuzz tests and the commit store's unit tests, under AddressSanitizer +
 # UndefinedBehaviorSanitizer (build-asan), then the
-# unit tests and the np=2 tests that exercise the core's threads under ThreadSanitizer
-# (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
+# unit tests and the np=2 tests that exercise the core's threads, and the np=4 tests of a
+# process set failing beside others, under ThreadSanitizer (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
 # runtime and NCCL at np=2 (its stream, finalizer and background threads; the emulation's stream
 # threads). No LibTorch, no GPU, no examples. Any sanitizer report fails the run;
 # suppressions (scripts/sanitizers/) cover only frames inside Open MPI and its libraries.
@@ -21,7 +21,7 @@ common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
 mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
              hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank)
 asan_tests='^(unit_tests|codec_fuzz|commit_fuzz|elastic_store_unit|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
-tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return)_np2)$'
+tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
 
 run_asan() {
   local b=${ASAN_BUILD_DIR:-build-asan}
@@ -45,7 +45,8 @@ run_tsan() {
   fi
   cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=thread -DHVD_WITH_CUDA=$cuda >/dev/null
   cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_mpi_collectives hvd_mpi_lifecycle \
-    hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank "${targets[@]}"
+    hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank hvd_mpi_process_set_failures \
+    hvd_mpi_process_set_stop "${targets[@]}"
   # Data races are all reported (suppressed only inside Open MPI, tsan.supp). Lock-misuse reports
   # are off: Open MPI's uninstrumented libevent, BTL and PMIx components take and destroy their
   # locks in ways TSan reports as double locks, lock-order inversions and destroyed locked

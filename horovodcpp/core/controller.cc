@@ -18,6 +18,7 @@ constexpr std::uint64_t kFlagShutdown = 2;
 constexpr std::uint64_t kFlagJoined = 4;
 constexpr std::uint64_t kFlagCoordinatorDue = 8;
 constexpr std::uint64_t kFlagParameters = 16;  // rank 0 has new tuned parameters (step 2b)
+constexpr std::uint64_t kFlagFailed = 32;      // some rank brings a failure (step 5)
 
 // Group members must be released together by the coordinator, so none of them is cached.
 bool cacheable(const Request& r) { return traits_of(r.type).cacheable && r.group.empty(); }
@@ -45,7 +46,8 @@ bool Controller::busy() const {
          coordinator_.has_pending();
 }
 
-ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown) {
+ResponseList Controller::compute_response_list(std::vector<Request> new_requests, bool shutdown,
+                                               const std::string& failure) {
   ++stats_.cycles;
   std::vector<Request> uncached = std::move(deferred_uncached_);
   deferred_uncached_.clear();
@@ -53,7 +55,7 @@ ResponseList Controller::compute_response_list(std::vector<Request> new_requests
   classify(std::move(new_requests), &uncached, &invalid_slots);
 
   applied_.reset();
-  const Agreement agreement = agree(!uncached.empty(), shutdown, invalid_slots);
+  const Agreement agreement = agree(!uncached.empty(), shutdown || !failure.empty(), !failure.empty(), invalid_slots);
 
   // Responses in an order identical on every rank: cache hits by slot, then the coordinator's.
   std::vector<Response> responses = take_cache_hits(agreement, &uncached);
@@ -71,6 +73,11 @@ ResponseList Controller::compute_response_list(std::vector<Request> new_requests
     for (auto& r : negotiated.responses) responses.push_back(std::move(r));
     result.shutdown_reason = std::move(negotiated.shutdown_reason);
     if (!result.shutdown_reason.empty()) result.shutdown = true;
+  }
+  if (agreement.failed) {
+    std::string shared = share_failure(failure);
+    if (result.shutdown_reason.empty()) result.shutdown_reason = std::move(shared);
+    result.shutdown = true;
   }
   result.shutdown = result.shutdown || agreement.shutdown;
   result.shutdown_ranks = agreement.shutdown_ranks;
@@ -102,7 +109,8 @@ void Controller::classify(std::vector<Request> requests, std::vector<Request>* u
   }
 }
 
-Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots) {
+Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, bool failed,
+                                       const std::vector<int>& invalid_slots) {
   const std::size_t slots = cache_.slot_count();
   const std::size_t words = (slots + 63) / 64;
   const std::size_t rank_words = (static_cast<std::size_t>(channel_.size()) + 63) / 64;
@@ -116,6 +124,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const 
   if (joined_) flags |= kFlagJoined;
   if (channel_.rank() == 0 && coordinator_.stall_check_due()) flags |= kFlagCoordinatorDue;
   if (channel_.rank() == 0 && proposed_) flags |= kFlagParameters;
+  if (failed) flags |= kFlagFailed;
   bits[0] = flags;
   if (shutdown) set_bit(bits, 1, static_cast<std::size_t>(channel_.rank()));
   for (int slot : invalid_slots) set_bit(bits, invalid_at, slot);
@@ -131,6 +140,7 @@ Controller::Agreement Controller::agree(bool any_uncached, bool shutdown, const 
   a.joined = any & kFlagJoined;
   a.coordinator_due = any & kFlagCoordinatorDue;
   a.new_parameters = any & kFlagParameters;
+  a.failed = any & kFlagFailed;
   for (int r = 0; r < channel_.size(); ++r)
     if (!get_bit(bits, 1, static_cast<std::size_t>(r))) a.shutdown_ranks.push_back(r);
   a.invalid.resize(slots);
@@ -235,6 +245,32 @@ TunableParameters Controller::receive_parameters() {
   } catch (const CodecError& e) {
     throw CodecError(std::string("tuned parameters from rank 0 (the coordinator): ") + e.what());
   }
+}
+
+// Step 5: the lowest failing rank's reason, on every rank, after the (global) ranks that failed:
+// "rank 1 stopped: R", "ranks 0, 1 stopped; rank 0: R".
+std::string Controller::share_failure(const std::string& failure) {
+  const auto gathered = channel_.gather(std::vector<std::uint8_t>(failure.begin(), failure.end()));
+  std::vector<std::uint8_t> bytes;
+  if (channel_.rank() == 0) {
+    const auto& global = options_.group.global_ranks;
+    std::vector<int> failed;  // ranks in the group
+    for (std::size_t r = 0; r < gathered.size(); ++r)
+      if (!gathered[r].empty()) failed.push_back(static_cast<int>(r));
+    auto name = [&](int r) { return std::to_string(global.empty() ? r : global.at(r)); };
+    std::string reason;
+    if (failed.size() == 1) {
+      reason = "rank " + name(failed.front()) + " stopped: ";
+    } else if (!failed.empty()) {
+      reason = "ranks";
+      for (std::size_t i = 0; i < failed.size(); ++i) reason += (i ? ", " : " ") + name(failed[i]);
+      reason += " stopped; rank " + name(failed.front()) + ": ";
+    }
+    if (!failed.empty()) reason.append(gathered[failed.front()].begin(), gathered[failed.front()].end());
+    bytes.assign(reason.begin(), reason.end());
+  }
+  bytes = channel_.broadcast(bytes);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 void Controller::apply(const TunableParameters& parameters) {

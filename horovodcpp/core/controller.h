@@ -33,6 +33,9 @@
 //  4. Every rank builds the final list: cache hits (in cache-bit order), then the coordinator's
 //     responses; puts the new responses in the cache (same order everywhere, so every cache
 //     holds the same slots); then fuses allreduces up to the fusion threshold.
+//  5. Only if some rank brought a failure (step 2's "failed" flag): every rank's reason is
+//     gathered to rank 0, which broadcasts the lowest failing rank's, so that every rank stops
+//     with it. See Note [A failed process set stops every rank] in cycle.h.
 #pragma once
 
 #include <chrono>
@@ -87,8 +90,11 @@ class Controller {
 
   // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
   // result's `shutdown` is true when any rank wished it (the caller then stops after executing
-  // the responses). Collective: every rank must call it once per cycle.
-  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown);
+  // the responses). `failure`, when not empty, is why this rank must stop (it implies
+  // `shutdown`): the result's shutdown_reason then carries the lowest failing rank's reason to
+  // every rank (step 5). Collective: every rank must call it once per cycle.
+  ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown,
+                                     const std::string& failure = {});
   // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).
   bool busy() const;
   // This rank has submitted requests that wait for other ranks (cached ones whose bit some rank
@@ -117,7 +123,8 @@ class Controller {
     Clock::time_point since;
   };
   struct Agreement {  // what the cycle's one bitwise AND established
-    bool uncached = false, shutdown = false, joined = false, coordinator_due = false, new_parameters = false;
+    bool uncached = false, shutdown = false, joined = false, coordinator_due = false, new_parameters = false,
+         failed = false;
     std::vector<int> shutdown_ranks;  // the ranks that asked to shut down this cycle
     std::vector<bool> invalid;  // per cache slot
     std::vector<bool> ready;    // per cache slot
@@ -125,11 +132,12 @@ class Controller {
 
   void classify(std::vector<Request> requests, std::vector<Request>* uncached,
                 std::vector<int>* invalid_slots);
-  Agreement agree(bool any_uncached, bool shutdown, const std::vector<int>& invalid_slots);
+  Agreement agree(bool any_uncached, bool shutdown, bool failed, const std::vector<int>& invalid_slots);
   std::vector<Response> take_cache_hits(const Agreement& agreement, std::vector<Request>* uncached);
   ResponseList run_slow_path(std::vector<Request> uncached, bool joined_anywhere);
   void revalidate_pending();
   TunableParameters receive_parameters();  // step 2b's broadcast
+  std::string share_failure(const std::string& failure);  // step 5
 
   ControlChannel& channel_;
   ControllerOptions options_;

@@ -122,6 +122,10 @@ ResponseList Coordinator::finish_batch() {
 
 std::string Coordinator::where() const { return group_.label.empty() ? "" : " in " + group_.label; }
 
+std::string Coordinator::with_set(std::string error) const {
+  return group_.label.empty() ? error : error + " (in " + group_.label + ")";
+}
+
 std::string Coordinator::wrong_list_count(std::size_t received) const {
   return "the coordinator" + where() + " received " + std::to_string(received) + " request lists for " +
          std::to_string(size_) + " ranks";
@@ -262,7 +266,7 @@ Response Coordinator::build_response(const std::string& name, const TableEntry& 
   r.names = {name};
   if (!error.empty()) {
     r.type = ResponseType::Error;
-    r.error = group_.label.empty() ? std::move(error) : error + " (in " + group_.label + ")";
+    r.error = with_set(std::move(error));
     return r;
   }
   const Request& first = entry.first;
@@ -305,7 +309,7 @@ void Coordinator::release(const std::string& name, std::vector<Response>* out) {
       Response error;
       error.type = ResponseType::Error;
       error.names = {n};
-      error.error = size_error;
+      error.error = with_set(size_error);
       emit(n, std::move(error), out);
     }
     return;

@@ -105,6 +105,7 @@ class Coordinator {
   std::string corrupt_list(int member, const CodecError& e) const;
   std::string wrong_list_count(std::size_t received) const;
   std::string where() const;  // " in process set 1 (ranks [2, 3])", or empty for the world
+  std::string with_set(std::string error) const;  // a response's error, naming the set (if any)
   void accept(const Request& request, int member, std::size_t position, Clock::time_point now,
               std::vector<std::string>* became_ready);
   void join(int member);

@@ -46,26 +46,32 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
   for (const auto& r : requests)
     if (r.type == RequestType::Join) set.joined = true;
   // Only the global set reaches every rank: it carries this rank's wish to stop, and a set's
-  // failure, which stops every rank (the others learn that this rank asked).
-  const bool wants_stop = set.id == 0 && stop_wanted();
+  // failure with its reason. See Note [A failed process set stops every rank].
+  const bool global = set.id == 0;
   ResponseList list;
   try {
-    list = set.controller->compute_response_list(std::move(requests), wants_stop);
+    list = set.controller->compute_response_list(std::move(requests), global && stop_wanted(),
+                                                 global ? set_failure_ : std::string());
   } catch (const std::exception& e) {
     if (abandoned_.load()) return Round::Abort;
-    const std::string where = set.id == 0 ? std::string("negotiation failed: ")
-                                          : "negotiation in " + describe_process_set(set.id, set.ranks) + " failed: ";
-    report.stop = Stop{StopKind::Failed, where + e.what()};
-    return Round::Abort;
+    if (global) {
+      report.stop = Stop{StopKind::Failed, std::string("negotiation failed: ") + e.what()};
+      return Round::Abort;
+    }
+    // This rank's later sets still run their rounds this cycle; the next global round stops all.
+    if (set_failure_.empty())
+      set_failure_ = "negotiation in " + describe_process_set(set.id, set.ranks) + " failed: " + e.what();
+    log_error(set_failure_ + "; stopping every rank in the next cycle");
+    return Round::Next;
   }
   if (abandoned_.load()) return Round::Abort;
-  if (set.id == 0) {
+  if (global) {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_ = set.controller->stats();  // before any handle of the cycle completes
   }
   if (!list.responses.empty() && log_enabled(LogLevel::Debug)) log_debug(describe_round(set, list));
   if (!executor_.run(list, set)) return Round::Abort;
-  if (set.id == 0 && list.shutdown) {
+  if (global && list.shutdown) {
     // Every rank agreed to stop: the other sets' rounds are skipped on every rank alike.
     if (!set_failure_.empty())
       report.stop = Stop{StopKind::Failed, set_failure_};
@@ -79,7 +85,7 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
     // A set's own stop (a stall there) reaches only its members: the next global round stops all.
     set_failure_ = list.shutdown_reason;
   }
-  if (set.id == 0) report.global = std::move(list);
+  if (global) report.global = std::move(list);
   return report.stop ? Round::Last : Round::Next;
 }
 

@@ -4,7 +4,18 @@
 // the sets' blocking rounds cannot wait on each other): its Controller negotiates what is ready
 // on all of the set's ranks, and the Executor runs it. Every set takes the same path; the global
 // set is the one every rank is in, so its round also carries this rank's wish to stop (or a
-// set's failure) to every rank, and a stop it agrees on ends the cycle there.
+// set's failure, with its reason) to every rank, and a stop it agrees on ends the cycle there.
+//
+// Note [A failed process set stops every rank]
+// A process set's round can fail on its members only: its control channel reports an error
+// (every member sees it in the same round), or its coordinator finds a corrupt list or a stall
+// past the shutdown time. Members that stopped on their own would leave every other rank waiting
+// for them in the next cycle (until the liveness timeout), and members of their later sets
+// waiting in this one. So they finish the cycle and bring the failure to the next global round,
+// where every rank agrees to stop and receives the lowest failing rank's reason (Controller,
+// step 5): every rank's pending and later operations fail with it. A failure of the global round
+// itself reaches every rank there. What no round can end, a rank that fails while its peers
+// still wait inside the same collective, is the liveness watchdog's.
 // Between cycles the Cycle answers the pacer's questions (CyclePacer::Demand).
 // Background thread only, except stats(); owned by the Runtime.
 #pragma once
@@ -86,7 +97,7 @@ class Cycle final : public CyclePacer::Demand {
   BackgroundPlacement placement_;
   const std::atomic<bool>& stop_requested_;
   const std::atomic<bool>& abandoned_;
-  std::string set_failure_;  // a set's round failed (a stall there): the next global round stops every rank
+  std::string set_failure_;  // a set's round failed here: the next global round stops every rank with it
 
   mutable std::mutex stats_mutex_;
   ControllerStats stats_;  // published once per cycle

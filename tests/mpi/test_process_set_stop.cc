@@ -1,0 +1,193 @@
+// A process set whose negotiation fails stops every rank promptly, each with the set's reason,
+// rather than stopping the set's members and leaving the other ranks waiting (for
+// HOROVOD_LIVENESS_TIMEOUT_SECONDS, 30 minutes by default) or telling them only that the members
+// "shut down". See Note [A failed process set stops every rank] (core/cycle.h). np=4, the sets
+// {0, 1}, {2, 3} and {1, 2}: the last one needs rank 1 in its round of the cycle in which {0, 1}
+// fails, after that set's round. One case per run (the runtime stops):
+//  [mpi_error]  the set's control channel reports an MPI error. It comes from outside the
+//     library: this program interposes MPI_Ibcast and MPI_Test (the MPI profiling interface;
+//     libhorovodcpp's calls resolve to the definitions here first) and makes a completed byte
+//     broadcast fail when it carried kPoisonName. That broadcast is the response list of the one
+//     set the tensor was submitted in, so every member of that set sees the same MPI error in
+//     the same round, as with a communicator that broke, and no other set does.
+//  [stall]  a tensor of the set stalls past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (set by ctest).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <horovodcpp/horovod.h>
+
+#include "test_support.h"
+
+namespace {
+
+constexpr const char* kPoisonName = "poisoned.negotiation";
+
+struct Broadcast {
+  const void* buffer;
+  int count;
+};
+std::mutex g_broadcasts_mutex;
+std::map<MPI_Request, Broadcast> g_broadcasts;  // byte broadcasts in flight
+
+bool carries_poison(const Broadcast& b) {
+  const std::size_t n = std::strlen(kPoisonName);
+  return b.count > 0 && memmem(b.buffer, static_cast<std::size_t>(b.count), kPoisonName, n) != nullptr;
+}
+
+}  // namespace
+
+extern "C" int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                          MPI_Request* request) {
+  const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  if (rc == MPI_SUCCESS && datatype == MPI_BYTE) {
+    std::lock_guard<std::mutex> lock(g_broadcasts_mutex);
+    g_broadcasts[*request] = {buffer, count};
+  }
+  return rc;
+}
+
+extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  const MPI_Request started = *request;
+  const int rc = PMPI_Test(request, flag, status);
+  if (rc != MPI_SUCCESS || !*flag) return rc;
+  std::lock_guard<std::mutex> lock(g_broadcasts_mutex);
+  const auto it = g_broadcasts.find(started);
+  if (it == g_broadcasts.end()) return rc;
+  const bool poisoned = carries_poison(it->second);
+  g_broadcasts.erase(it);
+  return poisoned ? MPI_ERR_OTHER : rc;
+}
+
+namespace {
+
+using hvd::DataType;
+using hvd::HostTensor;
+using hvd::ProcessSet;
+using hvd::test::filled;
+using hvd::test::read_as_double;
+using Clock = std::chrono::steady_clock;
+
+ProcessSet g_low({0, 1}), g_high({2, 3}), g_middle({1, 2});
+
+// How long any rank may take to learn of the failure: cycles are milliseconds apart.
+constexpr auto kPatience = std::chrono::seconds(20);
+
+int me() { return hvd::rank(); }
+
+std::shared_ptr<HostTensor> ramp(int n) {
+  const int r = me();
+  return filled(DataType::Float32, {n}, [r](std::int64_t i) { return (r + 1) * static_cast<double>(i); });
+}
+
+hvd::AllreduceOptions sum_in(const ProcessSet& set, const std::string& name) {
+  hvd::AllreduceOptions o;
+  o.op = hvd::ReduceOp::Sum;
+  o.name = name;
+  o.process_set = set;
+  return o;
+}
+
+// Submits an allreduce of `t` and waits at most kPatience for it; returns its error (from the
+// submission or the handle), "" on success, or "still waiting".
+std::string outcome(const std::shared_ptr<HostTensor>& t, const hvd::AllreduceOptions& options) {
+  try {
+    const hvd::Handle h = hvd::allreduce_async(t, t, options);
+    const auto until = Clock::now() + kPatience;
+    while (!h.poll()) {
+      if (Clock::now() > until) return "still waiting";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    h.wait();
+  } catch (const hvd::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Rank 0 (and rank 1 unless `stall`: then it only waits for the stop) submits `name` in {0, 1};
+// ranks 2 and 3 reduce in {2, 3} meanwhile, and (unless `stall`: it would stall too) rank 2
+// waits in {1, 2} for rank 1, which never submits there. Every rank must stop within kPatience
+// with an error that contains `reason`, on every pending and later operation, and every result
+// before the stop is exact.
+void expect_every_rank_stops(const std::string& name, bool stall, const std::string& reason) {
+  REQUIRE(hvd::size() == 4);
+  {  // The job works before.
+    auto t = ramp(5);
+    REQUIRE(outcome(t, sum_in(hvd::global_process_set(), "before")) == "");
+    for (int i = 0; i < 5; ++i) REQUIRE(read_as_double(*t, i) == Approx(10.0 * i));
+  }
+  auto pending = ramp(2);
+  hvd::Handle pending_handle;
+  if (me() == 2 && !stall) pending_handle = hvd::allreduce_async(pending, pending, sum_in(g_middle, "middle.pending"));
+  const auto start = Clock::now();
+  std::string e;
+  if (me() == 0 || (me() == 1 && !stall)) {
+    e = outcome(ramp(4), sum_in(g_low, name));
+  } else if (me() == 1) {
+    // Nothing of it waits: it learns of the stop by polling, and then from its next operation.
+    while (hvd::is_initialized() && Clock::now() - start < kPatience)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    e = outcome(ramp(4), sum_in(g_low, "late"));
+  } else {
+    // {2, 3} reduces until the failure reaches it: every result before is exact.
+    for (int step = 0; e.empty() && Clock::now() - start < kPatience; ++step) {
+      auto t = ramp(8);
+      e = outcome(t, sum_in(g_high, "busy." + std::to_string(step)));
+      if (e.empty())
+        for (int i = 0; i < 8; ++i) REQUIRE(read_as_double(*t, i) == Approx(7.0 * i));
+    }
+  }
+  INFO(e);
+  CHECK_THAT(e, Catch::Contains(reason));
+  CHECK(Clock::now() - start < kPatience);
+  if (pending_handle.valid()) {
+    REQUIRE(pending_handle.poll());
+    std::string m;
+    try {
+      pending_handle.wait();
+    } catch (const hvd::Error& error) {
+      m = error.what();
+    }
+    INFO(m);
+    CHECK_THAT(m, Catch::Contains("'middle.pending'") && Catch::Contains(reason));
+  }
+  // Every rank has stopped, with the reason: a later collective fails at once.
+  const std::string after = outcome(ramp(3), sum_in(hvd::global_process_set(), "after"));
+  INFO(after);
+  CHECK_THAT(after, Catch::Contains("horovodcpp has stopped") && Catch::Contains(reason));
+  CHECK_FALSE(hvd::is_initialized());
+}
+
+}  // namespace
+
+TEST_CASE("an MPI error in the negotiation of {0, 1} stops every rank, naming the set and the error", "[mpi_error]") {
+  expect_every_rank_stops(kPoisonName, false,
+                          "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER");
+}
+
+TEST_CASE("a stall in {0, 1} past the shutdown time stops every rank, naming the tensor and the set", "[stall]") {
+  // Rank 1 is the one the stall inspector names: it never submits 'stalled'.
+  expect_every_rank_stops("stalled", true,
+                          "stall shutdown after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=2: tensor 'stalled' in process "
+                          "set 1 (ranks [0, 1]) was submitted by some ranks but not by rank 1");
+}
+
+int main(int argc, char** argv) {
+  hvd::init({g_low, g_high, g_middle});
+  std::fprintf(stderr, "rank %d of %d starting the process set stop tests\n", hvd::rank(), hvd::size());
+  Catch::Session session;
+  const int failed = session.run(argc, argv);
+  hvd::shutdown();
+  return failed == 0 ? 0 : 1;
+}
