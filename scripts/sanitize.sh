@@ -2,9 +2,9 @@
 # Lean sanitizer builds, separate from the main one: the core, the unit tests, the np=2 MPI tests
 # (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
 # codec and commit-loader fuzz tests and the commit store's unit tests, under AddressSanitizer +
-# UndefinedBehaviorSanitizer (build-asan), then the
-# unit tests and the np=2 tests that exercise the core's threads, and the np=4 tests of a
-# process set failing beside others, under ThreadSanitizer (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
+# UndefinedBehaviorSanitizer (build-asan), then the unit tests, the np=2 tests that exercise the
+# core's threads and the np=4 tests of a process set failing beside others under ThreadSanitizer
+# (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
 # runtime and NCCL at np=2 (its stream, finalizer and background threads; the emulation's stream
 # threads). No LibTorch, no GPU, no examples. Any sanitizer report fails the run;
 # suppressions (scripts/sanitizers/) cover only frames inside Open MPI and its libraries.
