@@ -7,6 +7,19 @@
 
 namespace hvd::detail {
 
+// A float's bits and back (std::bit_cast before C++20).
+inline float float_from_bits(std::uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline std::uint32_t bits_of_float(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
 inline float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = (h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1f;
@@ -27,14 +40,11 @@ inline float half_to_float(std::uint16_t h) {
     mantissa &= 0x3ffu;
     bits = sign | (static_cast<std::uint32_t>(113 - shift) << 23) | (mantissa << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return float_from_bits(bits);
 }
 
 inline std::uint16_t float_to_half(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
+  const std::uint32_t bits = bits_of_float(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t abs = bits & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0);  // inf / nan
@@ -56,16 +66,10 @@ inline std::uint16_t float_to_half(float f) {
   return sign | static_cast<std::uint16_t>(value);
 }
 
-inline float bfloat16_to_float(std::uint16_t b) {
-  std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+inline float bfloat16_to_float(std::uint16_t b) { return float_from_bits(static_cast<std::uint32_t>(b) << 16); }
 
 inline std::uint16_t float_to_bfloat16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
+  const std::uint32_t bits = bits_of_float(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet nan
   const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<std::uint16_t>((bits + rounding) >> 16);

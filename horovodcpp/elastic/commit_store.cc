@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/process_identity.h"
 #include "core/settings.h"
 #include "horovodcpp/horovod.h"
 
@@ -128,20 +127,6 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-// When process `pid` started (clock ticks since boot, /proc/PID/stat field 22), or 0 when it
-// does not exist or /proc cannot tell.
-std::uint64_t start_time_of(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
-  const auto paren = stat.rfind(')');  // the command name may contain spaces and parentheses
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(paren + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i)
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  return 0;
-}
-
 // At most 40 characters of a header field as a message may show them (damaged files hold anything).
 std::string shown(const std::string& text) {
   std::string out;
@@ -238,7 +223,7 @@ std::string CommitStore::path_of(std::int64_t id) const {
 
 std::string CommitStore::temp_path(std::int64_t id) const {
   const long pid = static_cast<long>(::getpid());
-  return dir_ + "/" + kTempPrefix + std::to_string(pid) + "-" + std::to_string(start_time_of(pid)) + "-" +
+  return dir_ + "/" + kTempPrefix + std::to_string(pid) + "-" + std::to_string(process_start_time(pid)) + "-" +
          std::to_string(id);
 }
 
@@ -371,8 +356,7 @@ void CommitStore::remove_stale_temps() const {
     std::uint64_t pid = 0, start = 0;
     if (!parse_digits(pid_text, 10, &pid) || (has_start && !parse_digits(start_text, 20, &start))) continue;
     const long p = static_cast<long>(pid);
-    const bool alive = p > 0 && (::kill(static_cast<pid_t>(p), 0) == 0 || errno == EPERM);
-    const bool same_process = alive && (!has_start || start == start_time_of(p));
+    const bool same_process = process_still_running(p, has_start ? start : 0);
     if (p == me && same_process) continue;  // this process's own (none outlives a write)
     if (!same_process) stale.push_back(name);
   }

@@ -6,17 +6,16 @@
 // Built with clang's -fsanitize=fuzzer this is a libFuzzer target; otherwise the main() below
 // drives it: random inputs plus mutations of valid encodings, for a bounded time, seeded so a
 // failure can be replayed (hvd_codec_fuzz SECONDS [SEED]).
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/codec.h"
 #include "core/coordinator.h"
 #include "core/fusion.h"
+#include "fuzz_support.h"
 
 using namespace hvd::detail;
 
@@ -99,33 +98,14 @@ std::vector<std::vector<std::uint8_t>> seeds() {
   return {encode(responses), encode(requests), valid_requests(1)};
 }
 
-void mutate(std::vector<std::uint8_t>& bytes, std::mt19937_64& rng) {
-  const int edits = 1 + static_cast<int>(rng() % 4);
-  for (int i = 0; i < edits; ++i) {
-    switch (rng() % 5) {
-      case 0:  // flip a bit
-        if (!bytes.empty()) bytes[rng() % bytes.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
-        break;
-      case 1:  // an extreme 8-byte value at some offset (sizes, dimensions, factors)
-        if (bytes.size() >= 8) {
-          const std::uint64_t extremes[] = {0, 1, 0x7fffffffffffffffULL, 0x8000000000000000ULL, ~0ULL,
-                                            1ULL << 32, 1ULL << 62, 0x00000000ffffffffULL};
-          const std::uint64_t v = extremes[rng() % 8];
-          const std::size_t at = rng() % (bytes.size() - 7);
-          for (int k = 0; k < 8; ++k) bytes[at + k] = static_cast<std::uint8_t>(v >> (8 * k));
-        }
-        break;
-      case 2:  // truncate
-        if (!bytes.empty()) bytes.resize(rng() % bytes.size());
-        break;
-      case 3:  // insert random bytes
-        bytes.insert(bytes.begin() + (bytes.empty() ? 0 : rng() % bytes.size()), 1 + rng() % 8,
-                     static_cast<std::uint8_t>(rng()));
-        break;
-      default:  // a random byte
-        if (!bytes.empty()) bytes[rng() % bytes.size()] = static_cast<std::uint8_t>(rng());
-    }
-  }
+// Codec-aware edit: an extreme 8-byte value at some offset (sizes, dimensions, factors).
+void put_extreme(std::vector<std::uint8_t>& bytes, hvd::fuzz::Rng& rng) {
+  if (bytes.size() < 8) return;
+  const std::uint64_t extremes[] = {0, 1, 0x7fffffffffffffffULL, 0x8000000000000000ULL, ~0ULL,
+                                    1ULL << 32, 1ULL << 62, 0x00000000ffffffffULL};
+  const std::uint64_t v = extremes[rng() % 8];
+  const std::size_t at = rng() % (bytes.size() - 7);
+  for (int k = 0; k < 8; ++k) bytes[at + k] = static_cast<std::uint8_t>(v >> (8 * k));
 }
 
 }  // namespace
@@ -138,25 +118,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 #ifndef HVD_LIBFUZZER
 int main(int argc, char** argv) {
-  const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
-  const std::uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : std::random_device{}();
-  std::printf("codec fuzz: %.0f s, seed %llu\n", seconds, static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
+  const hvd::fuzz::FuzzRun run("codec", argc, argv);
+  hvd::fuzz::Rng rng(run.seed());
   const auto corpus = seeds();
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   long inputs = 0;
-  while (std::chrono::steady_clock::now() < end) {
+  while (run.time_left()) {
     for (int batch = 0; batch < 256; ++batch, ++inputs) {
       std::vector<std::uint8_t> bytes;
       if (rng() % 8 == 0) {
-        bytes.resize(rng() % 256);
-        for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+        bytes = hvd::fuzz::random_bytes<std::vector<std::uint8_t>>(rng, 256);
         if (bytes.size() >= 5 && rng() % 2) {  // a valid header, so the records get decoded
           bytes[0] = 'H', bytes[1] = 'V', bytes[2] = 'D', bytes[3] = '1', bytes[4] = 1 + rng() % 2;
         }
       } else {
         bytes = corpus[rng() % corpus.size()];
-        mutate(bytes, rng);
+        hvd::fuzz::mutate(bytes, rng, 4, put_extreme);
       }
       LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     }

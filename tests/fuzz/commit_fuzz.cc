@@ -11,17 +11,16 @@
 // replayed (hvd_commit_fuzz SECONDS [SEED]).
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/logging.h"
 #include "elastic/commit_store.h"
+#include "fuzz_support.h"
 
 using namespace hvd::detail;
 
@@ -106,7 +105,7 @@ std::vector<std::string> seeds() {
 }
 
 // Replaces the number after one of the header's "key=" with an extreme one.
-void swap_number(std::string& bytes, std::mt19937_64& rng) {
+void swap_number(std::string& bytes, hvd::fuzz::Rng& rng) {
   static const char* keys[] = {"id=", "size=", "bytes=", "fnv1a="};
   static const char* values[] = {"0", "-1", "18446744073709551615", "18446744073709551616", "99999999999999",
                                  "4000000000", "9223372036854775807", "2147483648", "00000000000000000008",
@@ -120,24 +119,6 @@ void swap_number(std::string& bytes, std::mt19937_64& rng) {
   bytes.replace(begin, end - begin, values[rng() % (sizeof values / sizeof *values)]);
 }
 
-void mutate(std::string& bytes, std::mt19937_64& rng) {
-  const int edits = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < edits; ++i) {
-    switch (rng() % 5) {
-      case 0: swap_number(bytes, rng); break;
-      case 1:
-        if (!bytes.empty()) bytes[rng() % bytes.size()] ^= static_cast<char>(1u << (rng() % 8));
-        break;
-      case 2:
-        if (!bytes.empty()) bytes.resize(rng() % bytes.size());
-        break;
-      case 3: bytes.insert(bytes.empty() ? 0 : rng() % bytes.size(), 1 + rng() % 8, static_cast<char>(rng())); break;
-      default:
-        if (!bytes.empty()) bytes[rng() % bytes.size()] = static_cast<char>(rng());
-    }
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -148,24 +129,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 #ifndef HVD_LIBFUZZER
 int main(int argc, char** argv) {
-  const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
-  const std::uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : std::random_device{}();
-  std::printf("commit fuzz: %.0f s, seed %llu\n", seconds, static_cast<unsigned long long>(seed));
+  const hvd::fuzz::FuzzRun run("commit", argc, argv);
   configure_logging(0, "error");  // the loader warns about every damaged file it skips
-  std::mt19937_64 rng(seed);
+  hvd::fuzz::Rng rng(run.seed());
   const auto corpus = seeds();
   for (const auto& c : corpus) LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(c.data()), c.size());
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   long inputs = 0, accepted = 0;
-  while (std::chrono::steady_clock::now() < end) {
+  while (run.time_left()) {
     for (int batch = 0; batch < 64; ++batch, ++inputs) {
       std::string bytes;
       if (rng() % 16 == 0) {
-        bytes.resize(rng() % 400);
-        for (auto& b : bytes) b = static_cast<char>(rng());
+        bytes = hvd::fuzz::random_bytes<std::string>(rng, 400);
       } else {
         bytes = corpus[rng() % corpus.size()];
-        mutate(bytes, rng);
+        hvd::fuzz::mutate(bytes, rng, 3, swap_number);
       }
       std::string problem;
       accepted += parse_commit(bytes, 8, &problem).has_value() ? 1 : 0;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace hvd::emu {
@@ -22,6 +23,16 @@ int env_int(const char* name, int fallback, int lowest) {
   return static_cast<int>(value);
 }
 
+std::string env_name(const char* name, const char* fallback) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return fallback;
+  const std::string value = raw;
+  if (value.size() > 64 || value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                               std::string::npos)
+    fatal(std::string(name) + "='" + raw + "' must be 1 to 64 letters, digits or underscores");
+  return value;
+}
+
 Config load() {
   Config c;
   c.devices = env_int("HVD_EMU_DEVICES", 2, 0);
@@ -30,6 +41,7 @@ Config load() {
   c.seed = seed != 0 ? static_cast<std::uint64_t>(seed)
                      : static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   c.seed ^= static_cast<std::uint64_t>(getpid()) << 20;
+  c.segment_prefix = env_name("HVD_EMU_SHM_PREFIX", "hvdemu");
   return c;
 }
 

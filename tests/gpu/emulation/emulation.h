@@ -20,7 +20,8 @@
 //   as the CUDA pool does; a reader on another stream that does not wait sees stale or poisoned
 //   bytes. cudaFree'd memory is never handed out again, and any device access to it is fatal.
 // - NCCL collectives run on the stream's worker thread and rendezvous with the other processes
-//   of the communicator through shared memory (/dev/shm/hvdemu-*). Ranks that enqueue different
+//   of the communicator through shared memory (/dev/shm/hvdemu-*, HVD_EMU_SHM_PREFIX in place of
+//   hvdemu; see Note [Reclaiming the emulation's shared memory]). Ranks that enqueue different
 //   collectives hang, as on a GPU, after printing what each rank enqueued; a test fails by its
 //   timeout. A peer that aborts its communicator or exits turns into ncclRemoteError.
 // - Errors can be injected (emulation_control.h): a failing kernel launch or NCCL call, an
@@ -39,6 +40,7 @@ struct Config {
   int devices = 2;
   int max_delay_us = 200;
   std::uint64_t seed = 0;
+  std::string segment_prefix = "hvdemu";  // of the shared-memory segments' names
 };
 const Config& config();
 

@@ -11,11 +11,11 @@
 #include <type_traits>
 
 #include "backends/nccl/nccl_kernels.h"
-#include "core/half.h"
 #include "core/host_scale.h"
 #include "core/integer_average.h"
 #include "tests/gpu/emulation/device_memory.h"
 #include "tests/gpu/emulation/emulation_control.h"
+#include "tests/gpu/emulation/half_elements.h"
 #include "tests/gpu/emulation/streams.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -33,34 +33,13 @@ cudaError_t launch(cudaStream_t handle, Work work) {
   return cudaSuccess;
 }
 
-struct Half {
-  std::uint16_t bits;
-};
-struct BFloat16 {
-  std::uint16_t bits;
-};
-
-// The arithmetic each floating dtype is scaled in, as the CUDA kernel widens it.
-template <class T> struct Widen { using type = double; };
-template <> struct Widen<float> { using type = float; };
-template <> struct Widen<Half> { using type = float; };
-template <> struct Widen<BFloat16> { using type = float; };
-
-template <class T> typename Widen<T>::type widen(T v) { return static_cast<typename Widen<T>::type>(v); }
-template <> float widen<Half>(Half v) { return detail::half_to_float(v.bits); }
-template <> float widen<BFloat16>(BFloat16 v) { return detail::bfloat16_to_float(v.bits); }
-
-template <class T> T narrow(typename Widen<T>::type v) { return static_cast<T>(v); }
-template <> Half narrow<Half>(float v) { return Half{detail::float_to_half(v)}; }
-template <> BFloat16 narrow<BFloat16>(float v) { return BFloat16{detail::float_to_bfloat16(v)}; }
-
 template <class T>
 cudaError_t launch_scale(const void* src, void* dst, std::int64_t count, double factor, cudaStream_t stream) {
   return launch(stream, [=](int device) {
     const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
     const unsigned char* in = DeviceMemory::get().access(src, bytes, device, "scale kernel (input)");
     unsigned char* out = DeviceMemory::get().access(dst, bytes, device, "scale kernel (output)");
-    using W = typename Widen<T>::type;
+    using W = typename Arithmetic<T>::type;  // as the CUDA kernel widens it
     const W f = static_cast<W>(factor);
     for (std::int64_t i = 0; i < count; ++i) {
       T v;

@@ -7,6 +7,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -30,7 +31,10 @@ struct ncclComm {
 
 namespace {
 
-constexpr char kMagic[8] = {'H', 'V', 'D', 'E', 'M', 'U', '0', '1'};
+// An id: the magic, 16 random bytes (the communicator's key), then the creating process's stamp
+// (see Note [Reclaiming the emulation's shared memory]) up to a NUL.
+constexpr char kMagic[8] = {'H', 'V', 'D', 'E', 'M', 'U', '0', '2'};
+constexpr int kKeyEnd = 24;
 
 std::mutex g_comms_mutex;
 std::set<ncclComm*> g_comms;
@@ -170,12 +174,17 @@ Primitive primitive(Kind kind, const void* send, void* recv, std::size_t count, 
 std::string key_of(const ncclUniqueId& id) {
   static const char digits[] = "0123456789abcdef";
   std::string key;
-  for (int i = 8; i < 24; ++i) {
+  for (int i = sizeof kMagic; i < kKeyEnd; ++i) {
     const auto b = static_cast<unsigned char>(id.internal[i]);
     key += digits[b >> 4];
     key += digits[b & 15];
   }
   return key;
+}
+
+std::string creator_of(const ncclUniqueId& id) {
+  const char* begin = id.internal + kKeyEnd;
+  return std::string(begin, strnlen(begin, sizeof id.internal - kKeyEnd));
 }
 
 ncclResult_t finalize_now(const std::shared_ptr<CommState>& s) {
@@ -202,6 +211,7 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
   state->device = hvd::emu::current_device();
   state->blocking = blocking;
   state->key = key_of(id);
+  state->creator = creator_of(id);
   const bool stall = hvd::emu::take_init_stall();
   auto join = [state, stall]() -> ncclResult_t {
     if (stall) {  // this rank never arrives
@@ -209,7 +219,7 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
       return ncclInvalidUsage;
     }
     std::unique_ptr<hvd::emu::SharedRendezvous> link;
-    const std::string error = hvd::emu::SharedRendezvous::open(state->key, state->nranks, state->rank, &link);
+    const std::string error = hvd::emu::SharedRendezvous::open(state->creator, state->key, state->nranks, state->rank, &link);
     if (!error.empty()) {
       hvd::emu::set_last_error("ncclCommInitRank: " + error);
       return ncclInvalidUsage;
@@ -295,7 +305,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   std::seed_seq seed{static_cast<unsigned>(device()), static_cast<unsigned>(device()), static_cast<unsigned>(getpid()),
                      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
   std::mt19937 generator(seed);
-  for (int i = 8; i < 24; ++i) id->internal[i] = static_cast<char>(generator() & 0xff);
+  for (int i = sizeof kMagic; i < kKeyEnd; ++i) id->internal[i] = static_cast<char>(generator() & 0xff);
+  const std::string& creator = hvd::emu::SharedRendezvous::process_stamp();
+  std::memcpy(id->internal + kKeyEnd, creator.data(), std::min(creator.size(), sizeof id->internal - kKeyEnd - 1));
   return ncclSuccess;
 }
 

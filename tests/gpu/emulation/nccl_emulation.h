@@ -41,7 +41,8 @@ std::size_t posted_bytes(const Primitive& p, int rank, int nranks);
 struct CommState {
   int rank = 0, nranks = 0, device = 0;
   bool blocking = true;
-  std::string key;  // from the unique id
+  std::string key;      // from the unique id
+  std::string creator;  // the stamp of the process that made the unique id
   std::unique_ptr<SharedRendezvous> link;
   std::atomic<int> state{ncclSuccess};  // what ncclCommGetAsyncError reports
   std::atomic<bool> aborted{false};

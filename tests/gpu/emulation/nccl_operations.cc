@@ -6,9 +6,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/half.h"
 #include "tests/gpu/emulation/device_memory.h"
 #include "tests/gpu/emulation/emulation_control.h"
+#include "tests/gpu/emulation/half_elements.h"
 #include "tests/gpu/emulation/nccl_emulation.h"
 
 namespace hvd::emu {
@@ -152,24 +152,6 @@ std::string mismatch(const std::vector<Post>& posts, int me) {
 
 // --- reductions -------------------------------------------------------------------------------
 
-struct F16 {
-  std::uint16_t bits;
-};
-struct BF16 {
-  std::uint16_t bits;
-};
-
-template <class T> struct Arith { using type = T; };
-template <> struct Arith<F16> { using type = float; };
-template <> struct Arith<BF16> { using type = float; };
-
-template <class T> typename Arith<T>::type up(T v) { return v; }
-template <> float up<F16>(F16 v) { return detail::half_to_float(v.bits); }
-template <> float up<BF16>(BF16 v) { return detail::bfloat16_to_float(v.bits); }
-template <class T> T down(typename Arith<T>::type v) { return v; }
-template <> F16 down<F16>(float v) { return F16{detail::float_to_half(v)}; }
-template <> BF16 down<BF16>(float v) { return BF16{detail::float_to_bfloat16(v)}; }
-
 template <class A>
 A combine(A a, A b, ncclRedOp_t op) {
   if constexpr (std::is_integral<A>::value) {
@@ -195,16 +177,16 @@ A combine(A a, A b, ncclRedOp_t op) {
 // out[i] = op over ranks of in[r][i], in rank order, rounding to T after every step.
 template <class T>
 void reduce_typed(const std::vector<const unsigned char*>& in, std::size_t count, ncclRedOp_t op, unsigned char* out) {
-  using A = typename Arith<T>::type;
+  using A = typename Arithmetic<T>::type;
   for (std::size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, in[0] + i * sizeof(T), sizeof(T));
     for (std::size_t r = 1; r < in.size(); ++r) {
       T w;
       std::memcpy(&w, in[r] + i * sizeof(T), sizeof(T));
-      v = down<T>(combine<A>(up(v), up(w), op));
+      v = narrow<T>(combine<A>(widen(v), widen(w), op));
     }
-    if (op == ncclAvg) v = down<T>(static_cast<A>(up(v) / static_cast<A>(in.size())));
+    if (op == ncclAvg) v = narrow<T>(static_cast<A>(widen(v) / static_cast<A>(in.size())));
     std::memcpy(out + i * sizeof(T), &v, sizeof(T));
   }
 }
@@ -218,8 +200,8 @@ void reduce(ncclDataType_t type, const std::vector<const unsigned char*>& in, st
     case ncclUint32: return reduce_typed<std::uint32_t>(in, count, op, out);
     case ncclInt64: return reduce_typed<std::int64_t>(in, count, op, out);
     case ncclUint64: return reduce_typed<std::uint64_t>(in, count, op, out);
-    case ncclFloat16: return reduce_typed<F16>(in, count, op, out);
-    case ncclBfloat16: return reduce_typed<BF16>(in, count, op, out);
+    case ncclFloat16: return reduce_typed<Half>(in, count, op, out);
+    case ncclBfloat16: return reduce_typed<BFloat16>(in, count, op, out);
     case ncclFloat32: return reduce_typed<float>(in, count, op, out);
     case ncclFloat64: return reduce_typed<double>(in, count, op, out);
     default: return;

@@ -1,5 +1,6 @@
 #include "tests/gpu/emulation/shared_rendezvous.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -13,11 +14,17 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+
+#include "core/process_identity.h"
+#include "tests/gpu/emulation/emulation.h"
 
 namespace hvd::emu {
 
 struct SharedRendezvous::Slot {
+  std::atomic<std::uint64_t> start_time;  // of process `pid`, stored before it
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> posted;
   std::atomic<std::uint32_t> consumed;
@@ -47,6 +54,61 @@ void futex_wake(std::atomic<std::uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// The pid namespace this process's pids belong to (the inode of /proc/self/ns/pid), 0 if unknown.
+std::uint64_t pid_namespace() {
+  char link[64] = {};
+  if (readlink("/proc/self/ns/pid", link, sizeof link - 1) <= 0) return 0;  // "pid:[4026531836]"
+  const char* number = std::strchr(link, '[');
+  return number == nullptr ? 0 : std::strtoull(number + 1, nullptr, 10);
+}
+
+std::uint64_t own_start_time() {
+  static const std::uint64_t start_time = detail::process_start_time(getpid());
+  return start_time;
+}
+
+std::string stamp(long pid, std::uint64_t start_time) {
+  return std::to_string(pid) + "." + std::to_string(start_time) + "." + std::to_string(pid_namespace());
+}
+
+// The process a segment name's stamp names, if the name has this prefix and a stamp of this
+// pid namespace.
+bool stamped_here(const std::string& name, const std::string& prefix, long* pid, std::uint64_t* start_time) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  unsigned long long fields[3];
+  const char* at = name.c_str() + prefix.size();
+  for (int i = 0; i < 3; ++i) {
+    if (*at < '0' || *at > '9') return false;
+    char* end = nullptr;
+    fields[i] = std::strtoull(at, &end, 10);
+    if (*end != (i < 2 ? '.' : '-')) return false;
+    at = end + 1;
+  }
+  *pid = static_cast<long>(fields[0]);
+  *start_time = fields[1];
+  return fields[2] == pid_namespace() && fields[2] != 0;
+}
+
+// See Note [Reclaiming the emulation's shared memory].
+void reclaim_segments() {
+  const std::string prefix = config().segment_prefix + "-";
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* entry = readdir(dir)) {
+    long pid = 0;
+    std::uint64_t start_time = 0;
+    if (stamped_here(entry->d_name, prefix, &pid, &start_time) && !detail::process_still_running(pid, start_time))
+      stale.push_back(entry->d_name);
+  }
+  closedir(dir);
+  int removed = 0;
+  for (const auto& name : stale) removed += shm_unlink(("/" + name).c_str()) == 0 ? 1 : 0;
+  if (removed > 0)
+    std::fprintf(stderr, "EMULATED NCCL: removed %d shared-memory segment(s) of processes that are gone (/dev/shm/%s*)\n",
+                 removed, prefix.c_str());
+}
+
 void* map_shared(const std::string& name, std::size_t bytes, bool create, bool writable, std::string* error) {
   const int flags = writable ? O_RDWR | (create ? O_CREAT : 0) : O_RDONLY;
   const int fd = shm_open(name.c_str(), flags, 0600);
@@ -73,14 +135,23 @@ void* map_shared(const std::string& name, std::size_t bytes, bool create, bool w
 
 }  // namespace
 
-std::string SharedRendezvous::open(const std::string& key, int nranks, int rank, std::unique_ptr<SharedRendezvous>* out) {
+const std::string& SharedRendezvous::process_stamp() {
+  static const std::string own = stamp(static_cast<long>(getpid()), own_start_time());
+  return own;
+}
+
+std::string SharedRendezvous::open(const std::string& creator, const std::string& key, int nranks, int rank,
+                                   std::unique_ptr<SharedRendezvous>* out) {
+  static std::once_flag reclaimed;
+  std::call_once(reclaimed, reclaim_segments);
   std::unique_ptr<SharedRendezvous> r(new SharedRendezvous());
   r->key_ = key;
+  r->header_name_ = "/" + config().segment_prefix + "-" + creator + "-" + key;
   r->nranks_ = nranks;
   r->rank_ = rank;
   r->header_bytes_ = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(nranks - 1);
   std::string error;
-  void* p = map_shared("/hvdemu-" + key, r->header_bytes_, true, true, &error);
+  void* p = map_shared(r->header_name_, r->header_bytes_, true, true, &error);
   if (p == nullptr) return error;
   r->header_ = static_cast<Header*>(p);
   std::uint32_t expected = 0;
@@ -99,11 +170,14 @@ SharedRendezvous::~SharedRendezvous() {
     if (m.data != nullptr) munmap(m.data, m.size);
   for (std::uint32_t g : own_generations_) shm_unlink(data_name(rank_, g).c_str());
   if (header_ != nullptr) munmap(header_, header_bytes_);
-  shm_unlink(("/hvdemu-" + key_).c_str());  // harmless when another rank did it first
+  shm_unlink(header_name_.c_str());  // harmless when another rank did it first
 }
 
+// Stamped with the rank's own process (see Note [Reclaiming the emulation's shared memory]).
 std::string SharedRendezvous::data_name(int rank, std::uint32_t generation) const {
-  return "/hvdemu-" + key_ + "-" + std::to_string(rank) + "-" + std::to_string(generation);
+  const Slot& slot = header_->slots[rank];
+  return "/" + config().segment_prefix + "-" + stamp(slot.pid.load(), slot.start_time.load()) + "-" + key_ + "-" +
+         std::to_string(rank) + "-" + std::to_string(generation);
 }
 
 void SharedRendezvous::wake() {
@@ -154,6 +228,7 @@ bool SharedRendezvous::wait(const std::function<bool()>& done, const Stop& stop,
 }
 
 bool SharedRendezvous::join(const Stop& stop) {
+  header_->slots[rank_].start_time.store(own_start_time());
   header_->slots[rank_].pid.store(static_cast<std::int32_t>(getpid()));
   wake();
   const bool joined = wait(
@@ -164,7 +239,7 @@ bool SharedRendezvous::join(const Stop& stop) {
       },
       stop, nullptr, [] { return std::string("every rank to join (ncclCommInitRank)"); });
   // Every rank has mapped the segment: its name is no longer needed.
-  if (joined) shm_unlink(("/hvdemu-" + key_).c_str());
+  if (joined) shm_unlink(header_name_.c_str());
   return joined;
 }
 
