@@ -2,24 +2,15 @@
 // next operation still works.
 #include <catch2/catch.hpp>
 
+#include "expected_failure.h"
 #include "test_support.h"
 
 using namespace hvd;
+using hvd::test::failure_of;
 using hvd::test::filled;
 using hvd::test::read_as_double;
 
 namespace {
-
-// Waits for a handle that must fail and returns the message.
-std::string failure_of(const Handle& h) {
-  try {
-    h.wait();
-  } catch (const hvd::Error& e) {
-    return e.what();
-  }
-  FAIL("the operation succeeded but should have failed");
-  return {};
-}
 
 // The runtime still works after an error.
 void require_next_operation_works(const std::string& name) {

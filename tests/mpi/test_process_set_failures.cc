@@ -15,6 +15,8 @@
 
 #include <horovodcpp/horovod.h>
 
+#include "expected_failure.h"
+#include "process_set_forms.h"
 #include "test_support.h"
 
 namespace {
@@ -25,6 +27,10 @@ using hvd::ProcessSet;
 using hvd::ReduceOp;
 using hvd::test::filled;
 using hvd::test::read_as_double;
+using hvd::test::ramp;
+using hvd::test::member_sum;
+using hvd::test::is_member;
+using hvd::test::failure_of;
 using Clock = std::chrono::steady_clock;
 
 ProcessSet g_low({0, 1}), g_high({2, 3}), g_middle({1, 2});
@@ -36,25 +42,10 @@ constexpr double kBystanderSeconds = 5.0;
 
 int me() { return hvd::rank(); }
 
-bool in(const std::vector<int>& ranks) {
-  for (int r : ranks)
-    if (r == me()) return true;
-  return false;
-}
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Sum over `ranks` of (rank + 1) * i + offset: what an allreduce of ramp(offset) gives.
-double member_sum(const std::vector<int>& ranks, std::int64_t i, double offset = 0) {
-  double s = 0;
-  for (int r : ranks) s += (r + 1) * static_cast<double>(i) + offset;
-  return s;
-}
 
-std::shared_ptr<HostTensor> ramp(DataType dtype, hvd::TensorShape shape, double offset = 0) {
-  const int r = me();
-  return filled(dtype, std::move(shape), [r, offset](std::int64_t i) { return (r + 1) * static_cast<double>(i) + offset; });
-}
 
 hvd::AllreduceOptions sum_in(const ProcessSet& set, const std::string& name) {
   hvd::AllreduceOptions o;
@@ -64,16 +55,6 @@ hvd::AllreduceOptions sum_in(const ProcessSet& set, const std::string& name) {
   return o;
 }
 
-// The error message of a handle that must fail.
-std::string failure_of(const hvd::Handle& h) {
-  try {
-    h.wait();
-  } catch (const hvd::Error& e) {
-    return e.what();
-  }
-  FAIL("the operation succeeded but should have failed");
-  return {};
-}
 
 // `steps` Sum allreduces in `set` (ranks `members`), one at a time, each checked against the
 // closed form and each within kBystanderSeconds. No error may reach them.
@@ -144,7 +125,7 @@ TEST_CASE("a mismatch in {0, 1} fails only there while {2, 3} runs collectives",
   for (const MismatchCase& c : mismatch_cases()) {
     const std::string name = std::string("low.bad.") + c.label;
     INFO(name);
-    if (in({0, 1})) {
+    if (is_member({0, 1})) {
       std::shared_ptr<HostTensor> t;
       hvd::Handle h = submit_mismatch(c.kind, me() == 0, g_low, name, &t);
       check_mismatch_message(failure_of(h), c, name, 0, 1, "process set 1 (ranks [0, 1])");
@@ -161,7 +142,7 @@ TEST_CASE("other collectives' mismatches and a refused submission in {0, 1} fail
   // While {2, 3} reduces: allgather shapes beyond the first dimension, broadcast roots (global
   // ranks), grouped allreduce sizes, and alltoall splits that rank 1 refuses before submitting
   // (it withdraws the name, so rank 0 fails with its reason instead of waiting).
-  if (in({2, 3})) {
+  if (is_member({2, 3})) {
     run_bystander_steps(g_high, {2, 3}, "others.high.busy", 20);
     check_global_allreduce_works("others.after");
     return;
@@ -224,8 +205,8 @@ TEST_CASE("a mismatch in {1, 2} fails only there while {0, 1} and {2, 3} run col
     INFO(name);
     std::shared_ptr<HostTensor> t;
     hvd::Handle bad;
-    if (in({1, 2})) bad = submit_mismatch(c.kind, me() == 1, g_middle, name, &t);
-    if (in({0, 1}))
+    if (is_member({1, 2})) bad = submit_mismatch(c.kind, me() == 1, g_middle, name, &t);
+    if (is_member({0, 1}))
       run_bystander_steps(g_low, {0, 1}, "middle.low.busy", 10);
     else
       run_bystander_steps(g_high, {2, 3}, "middle.high.busy", 10);
@@ -237,7 +218,7 @@ TEST_CASE("a mismatch in {1, 2} fails only there while {0, 1} and {2, 3} run col
 TEST_CASE("a mismatch after the name was cached in the set fails only there", "[failures]") {
   // The response cache answers "cache.x" in {0, 1} twice; then rank 1 changes its shape, which
   // invalidates the entry, and the coordinator of {0, 1} must fail it on both ranks.
-  if (in({0, 1})) {
+  if (is_member({0, 1})) {
     run_bystander_steps(g_low, {0, 1}, "cache.x", 2);
     auto t = ramp(DataType::Float32, {me() == 0 ? 16 : 8});
     const std::string m = failure_of(hvd::allreduce_async(t, t, sum_in(g_low, "cache.x")));
@@ -259,7 +240,7 @@ TEST_CASE("a mismatch in the global set fails every rank while sets have work pe
   if (me() == 2) pending_handle = hvd::allreduce_async(pending, pending, sum_in(g_high, "global.bad.pending"));
   auto bad = ramp(DataType::Float32, {me() == 3 ? 6 : 3});
   hvd::Handle bad_handle = hvd::allreduce_async(bad, bad, sum_in(hvd::global_process_set(), "global.bad"));
-  if (in({0, 1})) pending_handle = hvd::allreduce_async(pending, pending, sum_in(g_low, "global.bad.pending"));
+  if (is_member({0, 1})) pending_handle = hvd::allreduce_async(pending, pending, sum_in(g_low, "global.bad.pending"));
   const std::string m = failure_of(bad_handle);
   INFO(m);
   CHECK_THAT(m, Catch::Contains("Mismatched shapes for tensor 'global.bad'") && Catch::Contains("rank 0 has [3]") &&
@@ -267,7 +248,7 @@ TEST_CASE("a mismatch in the global set fails every rank while sets have work pe
   CHECK_THAT(m, !Catch::Contains("process set"));
   if (me() == 3) pending_handle = hvd::allreduce_async(pending, pending, sum_in(g_high, "global.bad.pending"));
   REQUIRE_NOTHROW(pending_handle.wait());
-  const std::vector<int> members = in({0, 1}) ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+  const std::vector<int> members = is_member({0, 1}) ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
   for (int i = 0; i < 8; ++i) REQUIRE(read_as_double(*pending, i) == Approx(member_sum(members, i)));
   check_global_allreduce_works("global.bad.after");
 }
@@ -279,12 +260,12 @@ TEST_CASE("a tensor only one member of a set submitted waits without holding up 
   hvd::Handle waiting;
   if (me() == 0) waiting = hvd::allreduce_async(x, x, sum_in(g_low, "partial.x"));
   for (int step = 0; step < 5; ++step) check_global_allreduce_works("partial.global." + std::to_string(step));
-  if (in({2, 3})) run_bystander_steps(g_high, {2, 3}, "partial.high.busy", 10);
-  if (in({1, 2})) run_bystander_steps(g_middle, {1, 2}, "partial.middle.busy", 3);
+  if (is_member({2, 3})) run_bystander_steps(g_high, {2, 3}, "partial.high.busy", 10);
+  if (is_member({1, 2})) run_bystander_steps(g_middle, {1, 2}, "partial.middle.busy", 3);
   check_global_allreduce_works("partial.global.last");  // rank 0 still has not got its answer
   if (me() == 0) CHECK_FALSE(waiting.poll());
   if (me() == 1) waiting = hvd::allreduce_async(x, x, sum_in(g_low, "partial.x"));
-  if (in({0, 1})) {
+  if (is_member({0, 1})) {
     REQUIRE_NOTHROW(waiting.wait());
     for (int i = 0; i < 6; ++i) REQUIRE(read_as_double(*x, i) == Approx(member_sum({0, 1}, i)));
   }
@@ -298,11 +279,11 @@ TEST_CASE("a mismatch whose second member arrives late fails only when it arrive
   hvd::Handle bad;
   if (me() == 0) bad = submit_mismatch(Mismatch::Shape, true, g_low, "late.bad", &t);
   check_global_allreduce_works("late.global");
-  if (in({2, 3})) run_bystander_steps(g_high, {2, 3}, "late.high.busy", 10);
+  if (is_member({2, 3})) run_bystander_steps(g_high, {2, 3}, "late.high.busy", 10);
   check_global_allreduce_works("late.global.again");
   if (me() == 0) CHECK_FALSE(bad.poll());
   if (me() == 1) bad = submit_mismatch(Mismatch::Shape, false, g_low, "late.bad", &t);
-  if (in({0, 1})) check_mismatch_message(failure_of(bad), mismatch_cases()[0], "late.bad", 0, 1, "process set 1 (ranks [0, 1])");
+  if (is_member({0, 1})) check_mismatch_message(failure_of(bad), mismatch_cases()[0], "late.bad", 0, 1, "process set 1 (ranks [0, 1])");
   check_global_allreduce_works("late.after");
 }
 

@@ -11,6 +11,7 @@
 
 #include <horovodcpp/horovod.h>
 
+#include "process_set_forms.h"
 #include "test_support.h"
 
 namespace {
@@ -20,28 +21,16 @@ using hvd::HostTensor;
 using hvd::ProcessSet;
 using hvd::test::filled;
 using hvd::test::read_as_double;
+using hvd::test::ramp;
+using hvd::test::member_sum;
+using hvd::test::is_member;
 
 ProcessSet g_low({0, 1}), g_high({2, 3}), g_first3({0, 1, 2}), g_last3({3, 2, 1}), g_alone({3});
 
 int me() { return hvd::rank(); }
 
-bool in(const std::vector<int>& ranks) {
-  for (int r : ranks)
-    if (r == me()) return true;
-  return false;
-}
 
-// Sum over the set's members of (rank + 1) * i + offset.
-double member_sum(const std::vector<int>& ranks, std::int64_t i, double offset = 0) {
-  double s = 0;
-  for (int r : ranks) s += (r + 1) * static_cast<double>(i) + offset;
-  return s;
-}
 
-std::shared_ptr<HostTensor> ramp(DataType dtype, hvd::TensorShape shape, double offset = 0) {
-  const int r = me();
-  return filled(dtype, std::move(shape), [r, offset](std::int64_t i) { return (r + 1) * static_cast<double>(i) + offset; });
-}
 
 // The error message of `f`, or "" when it did not throw hvd::Error.
 template <class F>
@@ -119,12 +108,12 @@ TEST_CASE("overlapping sets run at the same time on the ranks they share", "[sta
     hvd::AllreduceOptions o;
     o.op = hvd::ReduceOp::Sum;
     o.name = "overlap." + std::to_string(k);
-    if (in({0, 1, 2})) {
+    if (is_member({0, 1, 2})) {
       first.push_back(ramp(DataType::Float32, {16}, k));
       o.process_set = g_first3;
       handles.push_back(hvd::allreduce_async(first.back(), first.back(), o));
     }
-    if (in({1, 2, 3})) {
+    if (is_member({1, 2, 3})) {
       last.push_back(ramp(DataType::Float32, {16}, 10 * k));
       o.process_set = g_last3;
       handles.push_back(hvd::allreduce_async(last.back(), last.back(), o));
@@ -157,7 +146,7 @@ TEST_CASE("a set of one rank", "[static][dynamic]") {
 }
 
 TEST_CASE("every collective and dtype in a set of three", "[static][dynamic]") {
-  if (!in({1, 2, 3})) {
+  if (!is_member({1, 2, 3})) {
     check_global_allreduce_works("every.after");
     return;
   }
@@ -237,7 +226,7 @@ TEST_CASE("every collective and dtype in a set of three", "[static][dynamic]") {
 }
 
 TEST_CASE("join in a set waits for the set's ranks only", "[static][dynamic]") {
-  if (in({2, 3})) {
+  if (is_member({2, 3})) {
     // Rank 3 has one more step than rank 2: rank 2 joins and contributes zeros.
     const int steps = me() == 3 ? 2 : 1;
     for (int s = 0; s < steps; ++s) {
@@ -270,7 +259,7 @@ TEST_CASE("a rank outside a set cannot submit to it", "[static][dynamic]") {
 }
 
 TEST_CASE("a mismatch inside a set names the set and the global ranks", "[static][dynamic]") {
-  if (in({2, 3})) {
+  if (is_member({2, 3})) {
     auto t = ramp(DataType::Float32, {me() == 2 ? 4 : 5});
     hvd::AllreduceOptions o;
     o.name = "mismatch.x";
@@ -291,7 +280,7 @@ TEST_CASE("a mismatch inside a set names the set and the global ranks", "[static
 }
 
 TEST_CASE("a broadcast root outside the set is refused", "[static][dynamic]") {
-  if (in({0, 1})) {
+  if (is_member({0, 1})) {
     auto t = ramp(DataType::Float32, {2});
     hvd::BroadcastOptions b;
     b.root = 2;
