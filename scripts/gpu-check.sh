@@ -248,9 +248,9 @@ finish() {
   if [[ -n "${OUT:-}" ]]; then cp "$logs/$step.log" "$OUT/$step.log"; fi
   if (( rc == 0 )); then
     record "$step" ok
-  elif (( rc == 125 )); then
+  elif (( rc == 125 )) || grep -q "^NOT RUN (the check's deadline" "$logs/$step.log"; then
     failed=1
-    record "$step" "NOT RUN (deadline; see $step.log)"
+    record "$step" "NOT RUN or cut short by the deadline (see $step.log)"
   else
     failed=1
     record "$step" "FAILED (exit $rc; see $step.log)"
