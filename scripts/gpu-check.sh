@@ -44,8 +44,9 @@
 # The device command: OUT=$OUT scripts/gpu-check.sh all   (docs/gpu.md), timeout_s=600.
 # Deadline: the whole check ends within GPU_CHECK_SECONDS (default 540) of its start: every command's
 # own limit is cut to what is left, and a command that cannot start in time is reported NOT RUN, a
-# failure. Every step's log goes to $OUT/<step>.log (when OUT is set) as soon as the step ends, one
-# line per step to $OUT/summary.txt; locally they are in build-gpu/logs. Exit status: 0 when every
+# failure. When OUT is set, $OUT holds at most four files (the device tool returns 8): versions.log,
+# summary.txt (a line per step as it ends), logs.tar.gz (every step's log, rewritten as each step
+# ends) and table.md (bench); locally the logs are in build-gpu/logs. Exit status: 0 when every
 # step asked for passed, 1 otherwise. GPU_CHECK_PYTHON names the Python with torch (default python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -242,10 +243,9 @@ versions() {
   } 2>&1
 }
 
-# finish STEP RC: copies the step's log to $OUT at once and records the outcome.
+# finish STEP RC: records the outcome and puts the logs so far in $OUT at once.
 finish() {
   local step=$1 rc=$2
-  if [[ -n "${OUT:-}" ]]; then cp "$logs/$step.log" "$OUT/$step.log"; fi
   if (( rc == 0 )); then
     record "$step" ok
   elif (( rc == 125 )) || grep -q "^NOT RUN (the check's deadline" "$logs/$step.log"; then
@@ -255,6 +255,7 @@ finish() {
     failed=1
     record "$step" "FAILED (exit $rc; see $step.log)"
   fi
+  if [[ -n "${OUT:-}" ]]; then tar -czf "$OUT/logs.tar.gz.part" -C "$logs" . && mv "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz"; fi
 }
 
 # --- steps (each STEP LOG; returns 0 when it passed) ----------------------------------------------
