@@ -33,7 +33,8 @@
 #     mnist      MNIST one epoch on the GPU (--device cuda) and on the CPU; both accuracies
 #     bench      the table: allreduce through the runtime against raw ncclAllReduce (4 KB .. 256 MB,
 #                np=1, and np=2 with NCCL >= 2.30), the DistributedOptimizer step against plain
-#                LibTorch (np=1)
+#                LibTorch at np=1 on a small MLP (the runtime's fixed cost per step laid bare) and on
+#                ResNet-50, batch 64 (the synthetic benchmark, --comm hvd,none)
 #     sanitizer  compute-sanitizer memcheck and synccheck over the GPU tests at np=1
 #     horovod    Horovod 0.28.1's test_torch.py, unmodified, through horovod.torch at np=2 on the one
 #                GPU (NCCL >= 2.30; each rank its own node): its CUDA-tensor cases and GPU-only tests
@@ -47,7 +48,8 @@
 # failure. When OUT is set, $OUT holds at most four files (the device tool returns 8): versions.log,
 # summary.txt (a line per step as it ends), logs.tar.gz (every step's log, rewritten as each step
 # ends) and table.md (bench); locally the logs are in build-gpu/logs. Exit status: 0 when every
-# step asked for passed, 1 otherwise. GPU_CHECK_PYTHON names the Python with torch (default python3).
+# step asked for passed, 1 otherwise. GPU_CHECK_PYTHON names the Python with torch (default python3);
+# GPU_CHECK_SYNTHETIC the synthetic benchmark's model and sizes (default ResNet-50, batch 64).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -270,7 +272,7 @@ step_configure() {
     -DCMAKE_PREFIX_PATH="$torch_prefix" "${nccl_args[@]}"
 }
 
-torch_targets=(horovodcpp horovodcpp_torch test_torch mnist torch_step_benchmark)
+torch_targets=(horovodcpp horovodcpp_torch test_torch mnist torch_step_benchmark)  # then synthetic_benchmark
 step_build() {
   local log=$1 targets=("${torch_targets[@]}") jobs
   [[ -f $build/CMakeCache.txt ]] || { echo "run the configure step first" >> "$log"; return 1; }
@@ -281,6 +283,20 @@ step_build() {
   # Beside the GPU steps, leave their ranks a few cores.
   [[ ${beside_gpu_steps:-} == yes ]] && (( jobs > 8 )) && jobs=$(( jobs - 4 ))
   run "$log" 480 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  local rc=$?
+  put_rc build $rc  # what the steps waiting for the build need is there (or not) now
+  # The synthetic benchmark (ResNet-50, bench) after them, so that a failure to build it (its c10d
+  # Gloo peer needs LibTorch's Gloo headers) fails only its row.
+  if (( rc == 0 )); then
+    run "$log" 240 cmake --build "$build" -j "$jobs" --target synthetic_benchmark
+    put_rc synthetic $?
+  fi
+  return $rc
+}
+
+# put_rc NAME RC: NAME.rc in the logs, whole when it appears (steps in the foreground wait for it).
+put_rc() {
+  echo "$2" > "$logs/$1.rc.part" && mv "$logs/$1.rc.part" "$logs/$1.rc"
 }
 
 # With carried GPU programs, configure and build run in the background; await_build waits for them
@@ -291,22 +307,25 @@ start_background_build() {
   beside_gpu_steps=yes
   (
     step_configure "$logs/configure.log"; rc=$?
-    echo $rc > "$logs/configure.rc"
-    if (( rc == 0 )); then step_build "$logs/build.log"; echo $? > "$logs/build.rc"
-    else echo "configure failed" >> "$logs/build.log"; echo 1 > "$logs/build.rc"; fi
+    put_rc configure $rc
+    if (( rc == 0 )); then step_build "$logs/build.log"
+    else echo "configure failed" >> "$logs/build.log"; put_rc build 1; fi
   ) &
   background_build=$!
   echo "== configure, build: in the background (pid $background_build) beside the GPU steps"
 }
+# wait_for NAME: until the background build has written NAME.rc (or has ended).
+wait_for() {
+  while [[ -n $background_build && ! -f $logs/$1.rc ]] && kill -0 "$background_build" 2> /dev/null; do sleep 1; done
+}
 await_build() {
-  if [[ -n $background_build ]]; then
-    wait "$background_build"
-    background_build=""
+  if [[ -n $background_build && $build_recorded == no ]]; then
+    wait_for build
+    build_recorded=yes
     finish configure "$(cat "$logs/configure.rc" 2>/dev/null || echo 1)"
     finish build "$(cat "$logs/build.rc" 2>/dev/null || echo 1)"
-    build_waited=yes
   fi
-  [[ -x $build/tests/torch/test_torch ]] && [[ $(cat "$logs/build.rc" 2>/dev/null || echo 0) == 0 ]]
+  [[ -x $build/tests/torch/test_torch ]] && [[ $(cat "$logs/build.rc" 2>/dev/null || echo 1) == 0 ]]
 }
 
 # A GPU test that skips itself on a GPU machine is a failure.
@@ -435,6 +454,24 @@ step_mnist() {
   return $rc
 }
 
+# synthetic_row FILE: our table's row from the synthetic benchmark's table in FILE: images per
+# second with DistributedOptimizer (hvd) and plain SGD (none), and the step-time ratio hvd/none
+# from the median of the per-iteration ratios (pairs that ran side by side).
+synthetic_row() {
+  awk -F'|' '
+    /^### synthetic benchmark/ { table = 1; split($0, head, ", "); model = head[1]; sub(/.*: /, "", model); batch = head[2] }
+    table && NF > 7 {
+      mode = $2; gsub(/ /, "", mode)
+      if (mode == "hvd") { split($4, h, "±"); hvd = h[1] }
+      if (mode == "none") { split($4, n, "±"); none = n[1]; paired = $7; gsub(/[ x]/, "", paired) }
+    }
+    END {
+      if (hvd == "" || none == "" || paired + 0 <= 0) exit 1
+      gsub(/ /, "", hvd); gsub(/ /, "", none)
+      printf "| training step (%s, %s, synthetic benchmark), np=1 | %s img/s | %s img/s | plain LibTorch SGD (`--comm none`), iterations alternating | %.3fx |\n", model, batch, hvd, none, 1 / paired
+    }' "$1"
+}
+
 step_bench() {
   local log=$1 rc=0
   export HOROVOD_CYCLE_TIME=${HOROVOD_CYCLE_TIME:-1}
@@ -450,13 +487,28 @@ step_bench() {
   if await_build; then
     run "$log" 120 mpirun "${mpirun_flags[@]}" -np 1 "$build/tests/gpu/torch_step_benchmark" || rc=1
   else
-    echo "no LibTorch build: no DistributedOptimizer step row" >> "$log"; rc=1
+    echo "no LibTorch build: no DistributedOptimizer step rows" >> "$log"; rc=1
   fi
   {
     echo "| measurement | horovodcpp | reference | reference is | ratio |"
     echo "|---|---|---|---|---|"
     grep '^| ' "$log" | grep -v -e '^| measurement' -e '^|---'
   } > "$logs/table.md"
+  # ResNet-50 through the synthetic benchmark: DistributedOptimizer (hvd) and plain SGD (none)
+  # iteration by iteration in one launch; its own table goes below ours.
+  local synthetic=$build/examples/synthetic_benchmark/synthetic_benchmark out=$logs/synthetic.md
+  wait_for synthetic
+  if [[ -x $synthetic ]]; then
+    : > "$out"
+    local options
+    read -r -a options <<< "${GPU_CHECK_SYNTHETIC:-"--model resnet50 --batch-size 64 --num-warmup-batches 10 --num-batches-per-iter 10 --num-iters 6"}"
+    run "$out" 240 mpirun "${mpirun_flags[@]}" -np 1 "$synthetic" "${options[@]}" --comm hvd,none || rc=1
+    cat "$out" >> "$log"
+    synthetic_row "$out" >> "$logs/table.md" || rc=1
+    { echo; sed -n '/^### synthetic benchmark/,$p' "$out"; } >> "$logs/table.md"
+  else
+    echo "no synthetic_benchmark (its build failed: see build.log): no ResNet-50 row" >> "$log"; rc=1
+  fi
   cat "$logs/table.md" >> "$log"
   if [[ -n "${OUT:-}" ]]; then cp "$logs/table.md" "$OUT/table.md"; fi
   return $rc
@@ -476,8 +528,8 @@ versions | tee "$logs/versions.log"
 [[ -n "${OUT:-}" ]] && cp "$logs/versions.log" "$OUT/versions.log"
 # Carried programs: configure and build need not hold up the GPU steps.
 if [[ $carried == yes && " ${steps[*]} " == *" configure "* && " ${steps[*]} " == *" build "* ]]; then
+  build_recorded=no
   start_background_build
-  build_waited=no
   kept=()
   for step in "${steps[@]}"; do [[ $step == configure || $step == build ]] || kept+=("$step"); done
   steps=("${kept[@]}")
@@ -489,9 +541,9 @@ for step in "${steps[@]}"; do
   rc=$?
   # Reread the machine after a step that may have produced what later steps use.
   [[ $step == nccl ]] && setup
-  [[ $step == build ]] && echo $rc > "$logs/build.rc"
   finish "$step" $rc
   tail -n 15 "$logs/$step.log"
 done
 await_build > /dev/null
+[[ -n $background_build ]] && wait "$background_build"
 exit $failed
