@@ -129,7 +129,9 @@ prepare() {
     -DHVD_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON "${launcher[@]}" > /dev/null
   cmake --build "$pre_build" -j "$(nproc)" --target horovodcpp "${gpu_programs[@]}"
   rm -rf "$prebuilt"
-  mkdir -p "$prebuilt/horovodcpp" "$prebuilt/tests/gpu"
+  mkdir -p "$prebuilt/horovodcpp" "$prebuilt/tests/gpu" "$prebuilt/include"
+  # The NCCL header the programs were built with, for a machine whose wheel and toolkit have none.
+  cp "$(awk -F= '/^NCCL_INCLUDE_DIR:/ {print $2}' "$pre_build/CMakeCache.txt")/nccl.h" "$prebuilt/include/"
   cp -P "$pre_build"/horovodcpp/libhorovodcpp.so* "$prebuilt/horovodcpp/"
   local p
   for p in "${gpu_programs[@]}"; do cp "$pre_build/tests/gpu/$p" "$prebuilt/tests/gpu/"; done
@@ -196,16 +198,20 @@ setup() {
   [[ $(id -u) == 0 ]] && mpirun_flags+=(--allow-run-as-root)
   torch_prefix=$("$python" -c "import torch; print(torch.utils.cmake_prefix_path)" 2>/dev/null || true)
   # Build against the NCCL PyTorch loads (the nvidia-nccl wheel), so one process never holds two
-  # libnccl.so.2; the wheel ships libnccl.so.2 only: link through a libnccl.so of our own.
+  # libnccl.so.2; the wheel ships libnccl.so.2 only: link through a libnccl.so of our own. Where
+  # the wheel keeps it (nvidia/nccl/lib, nvidia/cu13/lib, ...) is searched for; its nccl.h beside
+  # it, else the toolkit's, else the one prepare carried (the release the programs were built with).
   nccl_args=()
-  nccl_dir=$("$python" -c "import nvidia.nccl as n; print(list(n.__path__)[0])" 2>/dev/null || true)
   nccl_header=/usr/local/cuda/include/nccl.h
-  if [[ -n "$nccl_dir" && -f "$nccl_dir/include/nccl.h" && -f "$nccl_dir/lib/libnccl.so.2" ]]; then
+  [[ -f $nccl_header ]] || nccl_header=$prebuilt/include/nccl.h
+  local nccl_lib
+  nccl_lib=$("$python" -c "import glob, nvidia; hits=[h for p in nvidia.__path__ for h in sorted(glob.glob(p + '/**/libnccl.so.2', recursive=True))]; print(hits[0].rsplit('/', 1)[0] if hits else '')" 2>/dev/null || true)
+  if [[ -n $nccl_lib ]]; then
+    [[ -f $nccl_lib/../include/nccl.h ]] && nccl_header=$(cd "$nccl_lib/../include" && pwd)/nccl.h
     mkdir -p .gpu/nccl-link
-    ln -sf "$nccl_dir/lib/libnccl.so.2" .gpu/nccl-link/libnccl.so
-    nccl_args=(-DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$root/.gpu/nccl-link/libnccl.so")
-    export LD_LIBRARY_PATH=$nccl_dir/lib:${LD_LIBRARY_PATH:-}
-    nccl_header=$nccl_dir/include/nccl.h
+    ln -sf "$nccl_lib/libnccl.so.2" .gpu/nccl-link/libnccl.so
+    nccl_args=(-DNCCL_INCLUDE_DIR="${nccl_header%/nccl.h}" -DNCCL_LIBRARY="$root/.gpu/nccl-link/libnccl.so")
+    export LD_LIBRARY_PATH=$nccl_lib:${LD_LIBRARY_PATH:-}
   fi
   # The carried programs load the CUDA runtime of the machine's toolkit, else the one of PyTorch's
   # nvidia wheels.
