@@ -269,7 +269,6 @@ finish() {
 # --- steps (each STEP LOG; returns 0 when it passed) ----------------------------------------------
 step_configure() {
   local log=$1
-  versions >> "$log"
   if [[ -z "$torch_prefix" ]]; then echo "$python has no torch: no LibTorch to build against" >> "$log"; return 1; fi
   local generator=()
   command -v ninja > /dev/null && generator=(-G Ninja)

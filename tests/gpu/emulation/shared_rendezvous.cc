@@ -54,12 +54,16 @@ void futex_wake(std::atomic<std::uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// The pid namespace this process's pids belong to (the inode of /proc/self/ns/pid), 0 if unknown.
+// The pid namespace this process's pids belong to (the inode of /proc/self/ns/pid), 0 if unknown;
+// read once (reclaim_segments asks for every name in /dev/shm).
 std::uint64_t pid_namespace() {
-  char link[64] = {};
-  if (readlink("/proc/self/ns/pid", link, sizeof link - 1) <= 0) return 0;  // "pid:[4026531836]"
-  const char* number = std::strchr(link, '[');
-  return number == nullptr ? 0 : std::strtoull(number + 1, nullptr, 10);
+  static const std::uint64_t inode = [] {
+    char link[64] = {};
+    if (readlink("/proc/self/ns/pid", link, sizeof link - 1) <= 0) return std::uint64_t{0};  // "pid:[4026531836]"
+    const char* number = std::strchr(link, '[');
+    return number == nullptr ? std::uint64_t{0} : static_cast<std::uint64_t>(std::strtoull(number + 1, nullptr, 10));
+  }();
+  return inode;
 }
 
 std::uint64_t own_start_time() {
