@@ -3,7 +3,8 @@
 # imports torch (on Debian the torch package belongs to /usr/bin/python3, while the python3
 # first on PATH may be another interpreter). Sets HVD_PYTHON_FOUND and, when found,
 # HVD_PYTHON_EXECUTABLE_FOUND, HVD_PYTHON_VERSION (3.11), HVD_TORCH_PY_DIR (torch's package
-# folder), HVD_TORCH_PY_CXX11_ABI, HVD_TORCH_PY_CUDA and the pybind11 ABI tags torch was built with.
+# folder), HVD_TORCH_PY_CXX11_ABI, HVD_TORCH_PY_CUDA, the pybind11 ABI tags torch was built with and
+# HVD_TORCH_PY_CXX_STANDARD (the C++ standard for its headers, cmake/HvdTorchStandard.cmake).
 set(HVD_WITH_PYTHON AUTO CACHE STRING "Build the Python front end (import horovod.torch): ON, OFF or AUTO")
 set(HVD_PYTHON_EXECUTABLE "" CACHE FILEPATH "The Python interpreter with PyTorch the Python front end builds for")
 
@@ -74,7 +75,9 @@ print(torch.__version__)
   endif()
 endif()
 if(HVD_PYTHON_FOUND)
-  message(STATUS "horovodcpp: Python front end: ON (${HVD_PYTHON_EXECUTABLE_FOUND}, torch ${HVD_TORCH_PY_VERSION})")
+  hvd_torch_cxx_standard(HVD_TORCH_PY_CXX_STANDARD "${HVD_TORCH_PY_VERSION}")
+  message(STATUS "horovodcpp: Python front end: ON (${HVD_PYTHON_EXECUTABLE_FOUND}, torch ${HVD_TORCH_PY_VERSION}, "
+                 "built as C++${HVD_TORCH_PY_CXX_STANDARD})")
   set(HVD_PYTHON_BUILT_FOR "${HVD_PYTHON_EXECUTABLE_FOUND}" CACHE INTERNAL "The Python the package is built for (bench.sh)")
 else()
   message(STATUS "horovodcpp: Python front end: OFF")
