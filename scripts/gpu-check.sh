@@ -106,6 +106,13 @@ prepare() {
     mkdir -p .gpu/horovod-tests/parallel .gpu/horovod-tests/utils
     git -C "$horovod" show v0.28.1:test/parallel/test_torch.py > .gpu/horovod-tests/parallel/test_torch.py
     git -C "$horovod" show v0.28.1:test/utils/common.py > .gpu/horovod-tests/utils/common.py
+    # common.py imports the `mock` backport, which the GPU machine's Python lacks (the device
+    # tool's KINDS.md lists its packages): Debian's pure-Python package (python3-mock, setup.sh)
+    # travels beside the suite, on PYTHONPATH there only if that Python cannot import its own.
+    rm -rf .gpu/horovod-tests/pylib && mkdir -p .gpu/horovod-tests/pylib
+    cp -r "$(/usr/bin/python3 -c 'import mock, os; print(os.path.dirname(mock.__file__))')" .gpu/horovod-tests/pylib/ \
+      || echo "no python3-mock here (scripts/setup.sh): the horovod step needs mock on the GPU machine" >&2
+    find .gpu/horovod-tests/pylib -name __pycache__ -prune -exec rm -rf {} +
   else
     echo "no Horovod mirror at $horovod (fetch github:horovod/horovod): the horovod step will not run" >&2
   fi
@@ -426,10 +433,11 @@ step_horovod() {
   await_build
   ls "$build"/python/horovod/_horovodcpp*.so > /dev/null 2>&1 || {
     echo "no Python front end in the build (configure: $(grep -h 'Python front end\|python3-dev\|pybind11' "$logs/configure.log" 2>/dev/null | head -n 3))" >> "$log"; return 1; }
-  local env_cmd rc
+  local env_cmd rc pythonpath=$build/python
+  "$python" -c 'import mock' 2> /dev/null || pythonpath+=:$root/.gpu/horovod-tests/pylib
   read -r -a env_cmd <<< "$(multirank_env)"
   (cd "$suite" && run "$log" 240 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=1 mpirun "${mpirun_flags[@]}" -np 2 \
-     env PYTHONPATH="$build/python" PYTHONUNBUFFERED=1 "$python" -m pytest -q -rs --color=no -p no:cacheprovider test_torch.py)
+     env PYTHONPATH="$pythonpath" PYTHONUNBUFFERED=1 "$python" -m pytest -q -rs --color=no -p no:cacheprovider test_torch.py)
   rc=$?
   grep -E "^[0-9]+ (passed|failed)" "$log" | tail -n 2 | tee -a "$logs/summary.txt" > /dev/null
   return $rc
