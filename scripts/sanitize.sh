@@ -21,7 +21,7 @@ common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
 mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
              hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank)
 asan_tests='^(unit_tests|codec_fuzz|commit_fuzz|elastic_store_unit|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
-tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
+tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return|allocator)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
 
 run_asan() {
   local b=${ASAN_BUILD_DIR:-build-asan}

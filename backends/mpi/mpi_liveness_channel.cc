@@ -1,8 +1,12 @@
 #include "backends/mpi/mpi_liveness_channel.h"
 
+#include <chrono>
+#include <thread>
+
 namespace hvd::detail {
 namespace {
 constexpr int kWaitingTag = 7101;
+constexpr int kFailureTag = 7102;
 }
 
 MpiLivenessChannel::MpiLivenessChannel(MPI_Comm comm) : comm_(comm) {
@@ -38,6 +42,38 @@ std::vector<int> MpiLivenessChannel::receive_reports() {
   return from;
 }
 
+void MpiLivenessChannel::send_failure(const std::string& reason) {
+  failure_ = reason;
+  std::vector<MPI_Request> sent;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    sent.push_back(MPI_REQUEST_NULL);
+    MPI_Isend(failure_.data(), static_cast<int>(failure_.size()), MPI_CHAR, r, kFailureTag, comm_, &sent.back());
+  }
+  // Bounded: a frozen peer must not hold this rank's shutdown.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int done = 0;
+  while (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (auto& request : sent) {
+    if (request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&request);
+    MPI_Request_free(&request);
+  }
+}
+
+std::string MpiLivenessChannel::receive_failure() {
+  int arrived = 0;
+  MPI_Status status;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) return {};
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  std::string reason(static_cast<std::size_t>(count), '\0');
+  MPI_Recv(reason.data(), count, MPI_CHAR, status.MPI_SOURCE, kFailureTag, comm_, MPI_STATUS_IGNORE);
+  return reason.empty() ? "rank " + std::to_string(status.MPI_SOURCE) + " stopped" : reason;
+}
+
 void MpiLivenessChannel::close() {
   for (auto& request : sends_) {
     if (request == MPI_REQUEST_NULL) continue;
@@ -49,6 +85,8 @@ void MpiLivenessChannel::close() {
     }
   }
   receive_reports();
+  while (!receive_failure().empty()) {
+  }
 }
 
 }  // namespace hvd::detail

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/liveness_channel.h"
@@ -18,6 +19,8 @@ class MpiLivenessChannel final : public LivenessChannel {
   explicit MpiLivenessChannel(MPI_Comm comm);
   void send_waiting() override;
   std::vector<int> receive_reports() override;
+  void send_failure(const std::string& reason) override;
+  std::string receive_failure() override;
   // Drops undelivered reports and drains received ones; call before the communicator is freed.
   void close();
 
@@ -26,6 +29,7 @@ class MpiLivenessChannel final : public LivenessChannel {
   int rank_ = 0, size_ = 1;
   std::vector<MPI_Request> sends_;
   std::vector<std::uint64_t> payload_;
+  std::string failure_;  // sent by send_failure(); outlives its sends
 };
 
 }  // namespace hvd::detail

@@ -70,7 +70,11 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
     stats_ = set.controller->stats();  // before any handle of the cycle completes
   }
   if (!list.responses.empty() && log_enabled(LogLevel::Debug)) log_debug(describe_round(set, list));
-  if (!executor_.run(list, set)) return Round::Abort;
+  std::string failure;
+  if (!executor_.run(list, set, &failure)) {
+    if (!failure.empty() && !abandoned_.load()) report.stop = Stop{StopKind::FailedAlone, failure};
+    return Round::Abort;
+  }
   if (global && list.shutdown) {
     // Every rank agreed to stop: the other sets' rounds are skipped on every rank alike.
     if (!set_failure_.empty())

@@ -15,7 +15,9 @@
 // where every rank agrees to stop and receives the lowest failing rank's reason (Controller,
 // step 5): every rank's pending and later operations fail with it. A failure of the global round
 // itself reaches every rank there. What no round can end, a rank that fails while its peers
-// still wait inside the same collective, is the liveness watchdog's.
+// still wait inside the same collective, is the liveness watchdog's: a rank whose executor threw
+// tells the others' watchdogs itself (Note [An exception in the executor stops every rank] in
+// executor.h); a rank that froze or died is found by their silence.
 // Between cycles the Cycle answers the pacer's questions (CyclePacer::Demand).
 // Background thread only, except stats(); owned by the Runtime.
 #pragma once
@@ -42,6 +44,9 @@ enum class StopKind {
   Requested,  // this rank called hvd::shutdown()
   PeerLeft,   // another rank shut down
   Failed,     // a stall, a lost peer, a failed negotiation
+  // This rank's executor threw: the others may wait for it inside a collective, where no round
+  // reaches them (see Note [An exception in the executor stops every rank] in executor.h).
+  FailedAlone,
 };
 
 class Cycle final : public CyclePacer::Demand {

@@ -67,17 +67,32 @@ Executor::Executor(const Settings& settings, int rank, TensorQueue& queue, const
       make_controller_(std::move(make_controller)),
       abandoned_(abandoned) {}
 
-bool Executor::run(const ResponseList& list, ProcessSetState& set) {
-  open_queued_ops(timeline_, list);
-  for (const auto& response : list.responses) {
-    if (abandoned_.load()) return false;
-    execute(response, set);
+bool Executor::run(const ResponseList& list, ProcessSetState& set, std::string* failure) {
+  const Response* current = nullptr;
+  std::vector<TensorTableEntry> entries;
+  try {
+    open_queued_ops(timeline_, list);
+    for (const auto& response : list.responses) {
+      if (abandoned_.load()) return false;
+      current = &response;
+      execute(response, set, entries);
+    }
+  } catch (const std::exception& e) {
+    // See Note [An exception in the executor stops every rank]. The handles fail directly: the
+    // timeline or finish() may be what threw.
+    *failure = current == nullptr ? std::string("preparing the round's responses failed on rank ") +
+                                        std::to_string(rank_) + ": " + e.what()
+                                  : std::string(response_type_name(current->type)) + " of " +
+                                        joined_names(current->names) + " failed on rank " + std::to_string(rank_) +
+                                        ": " + e.what();
+    for (auto& entry : entries)
+      if (entry.handle) entry.handle->fail_all(Status::error(*failure));
+    return false;
   }
   return true;
 }
 
-std::vector<TensorTableEntry> Executor::entries_for(const Response& response, ProcessSetState& set) {
-  std::vector<TensorTableEntry> entries;
+void Executor::entries_for(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries) {
   for (std::size_t i = 0; i < response.names.size(); ++i) {
     auto taken = queue_.take({response.names[i]}, set.id);
     if (!taken.empty()) {
@@ -103,18 +118,20 @@ std::vector<TensorTableEntry> Executor::entries_for(const Response& response, Pr
     standin.postscale_factor = response.postscale_factor;
     entries.push_back(std::move(standin));
   }
-  return entries;
 }
 
-void Executor::execute(const Response& response, ProcessSetState& set) {
-  std::vector<TensorTableEntry> entries = entries_for(response, set);
+void Executor::execute(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries) {
+  entries.clear();
+  entries_for(response, set, entries);
   if (response.type == ResponseType::Error) {
     for (auto& e : entries) timeline_.start_op(e.name, "ERROR", {{"error", response.error}});
     finish(entries, Status::error(response.error));
+    entries.clear();
     return;
   }
   if (set.id == 0 && is_process_set_change(response)) {
     change_process_sets(response, entries);
+    entries.clear();
     return;
   }
   if (response.type == ResponseType::Join) {
@@ -122,6 +139,7 @@ void Executor::execute(const Response& response, ProcessSetState& set) {
     for (auto& e : entries)
       if (e.handle) e.handle->join_result = response.last_joined_rank;
     finish(entries, Status::ok());
+    entries.clear();
     return;
   }
   std::string why;
@@ -131,20 +149,21 @@ void Executor::execute(const Response& response, ProcessSetState& set) {
   if (op == nullptr) {
     finish(entries, Status::error(std::string(response_type_name(response.type)) + " of " +
                                   joined_names(response.names) + " failed: " + why));
+    entries.clear();
     return;
   }
   for (auto& e : entries) timeline_.queue_end(e.name);
-  Status status = Status::ok();
-  try {
-    status = op->execute(entries, response, group);
-  } catch (const std::exception& e) {
-    status = Status::error(e.what());
+  // An exception goes to run(): see Note [An exception in the executor stops every rank].
+  Status status = op->execute(entries, response, group);
+  if (status.in_progress_now()) {
+    entries.clear();  // the op completes them
+    return;
   }
-  if (status.in_progress_now()) return;
   if (!status.is_ok())
     status = Status::error(std::string(response_type_name(response.type)) + " of " + joined_names(response.names) +
                            " failed on rank " + std::to_string(rank_) + ": " + status.message());
   finish(entries, status);
+  entries.clear();
 }
 
 void Executor::finish(std::vector<TensorTableEntry>& entries, const Status& status) {

@@ -5,6 +5,16 @@
 // process sets (every rank runs them at the same point of the same cycle, so the collective
 // creation of a set's communicators lines up). Background thread, except finish() (any thread:
 // ops that complete later call it through OpContext). Owned by the Runtime.
+//
+// Note [An exception in the executor stops every rank]
+// An op reports a failure it can recover from as a Status, at a point every rank reaches alike
+// (an MPI error, a size beyond MPI's counts). An exception (an output allocator out of memory, a
+// backend that throws) leaves the response at an unknown point on this rank alone: the others may
+// already wait inside its collective, and a later collective this rank issued on the same
+// communicator could be matched with theirs (wrong data). So this rank runs nothing more: the
+// response's tensors fail here with the reason, the rank stops (Cycle, Runtime), and its watchdog
+// tells every other rank over the liveness channel, whose watchdogs end their collectives with
+// it. No negotiation round reaches a rank blocked inside a collective; the liveness channel does.
 #pragma once
 
 #include <atomic>
@@ -33,17 +43,21 @@ class Executor {
            ControllerFactory make_controller, const std::atomic<bool>& abandoned);
 
   // One round's responses in `set`, in order: every tensor's op opens with its QUEUE phase (the
-  // wait behind earlier responses), then each response runs. False when abandoned midway.
-  bool run(const ResponseList& list, ProcessSetState& set);
+  // wait behind earlier responses), then each response runs. False when abandoned midway, or
+  // when a response threw: then `failure` names it and why, its tensors failed with that, and
+  // nothing more ran. See Note [An exception in the executor stops every rank].
+  bool run(const ResponseList& list, ProcessSetState& set, std::string* failure);
   // Completes the entries' handles with `status` and ends their ops in the timeline. Any thread.
   void finish(std::vector<TensorTableEntry>& entries, const Status& status);
   // The runtime stopped: refuses further submissions and fails every entry still in flight.
   void abort_pending(const std::string& reason);
 
  private:
-  void execute(const Response& response, ProcessSetState& set);
-  // This rank's entries for the response's names, in order.
-  std::vector<TensorTableEntry> entries_for(const Response& response, ProcessSetState& set);
+  // Runs one response. `entries` holds what it took from the queue until their handles are
+  // completed or handed to an op that completes them later.
+  void execute(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries);
+  // Appends this rank's entries for the response's names, in order.
+  void entries_for(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries);
   // Process-set changes (the global set's reserved barriers).
   void change_process_sets(const Response& response, std::vector<TensorTableEntry>& entries);
   Status add_process_set(const Response& response, int* id);

@@ -4,6 +4,7 @@
 // Used only by the watchdog thread ("hvd-watchdog"); never blocks.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace hvd::detail {
@@ -16,6 +17,11 @@ class LivenessChannel {
   virtual void send_waiting() = 0;
   // The ranks whose reports arrived since the last call (a rank may appear several times).
   virtual std::vector<int> receive_reports() = 0;
+  // Tells every other rank that this rank stopped and why, for a peer that may wait for it inside
+  // a collective. Waits a bounded time (about a second) for the reports to leave.
+  virtual void send_failure(const std::string& reason) = 0;
+  // The reason of a failure report that arrived from another rank, or "" when none did.
+  virtual std::string receive_failure() = 0;
 };
 
 }  // namespace hvd::detail

@@ -216,13 +216,16 @@ void Runtime::shut_down_on_background_thread(StopKind kind, const std::string& r
     std::lock_guard<std::mutex> lock(stop_mutex_);
     stop_reason_ = reason;
   }
-  failed_ = kind == StopKind::Failed;
+  failed_ = kind == StopKind::Failed || kind == StopKind::FailedAlone;
   running_ = false;
   executor_->abort_pending(reason);
+  // See Note [An exception in the executor stops every rank] (executor.h).
+  if (kind == StopKind::FailedAlone && watchdog_)
+    watchdog_->stop("rank " + std::to_string(topology_.rank) + " stopped: " + reason);
   // A peer that shut down waits in MPI_Finalize (a fence over every process in Open MPI) until
   // this rank finalizes too: do it now rather than at this rank's own hvd::shutdown().
   release_world();
-  if (kind == StopKind::Failed) log_warn("runtime stopped: " + reason);
+  if (failed_) log_warn("runtime stopped: " + reason);
   if (kind == StopKind::PeerLeft) log_info("runtime stopped: " + reason);
 }
 

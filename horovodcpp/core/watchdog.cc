@@ -68,6 +68,11 @@ void Watchdog::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Watchdog::stop(const std::string& reason) {
+  stop();
+  channel_.send_failure(reason);  // the thread has ended: the channel is this caller's now
+}
+
 void Watchdog::main() {
   pthread_setname_np(pthread_self(), "hvd-watchdog");
   std::unique_lock<std::mutex> lock(mutex_);
@@ -104,6 +109,11 @@ std::string Watchdog::describe_ranks(const std::vector<int>& ranks) {
 }
 
 bool Watchdog::check(Clock::time_point now) {
+  const std::string failure = channel_.receive_failure();
+  if (!failure.empty()) {
+    on_fatal_(failure + "; ending this rank's collectives");
+    return true;
+  }
   bool asked = false;
   for (int r : channel_.receive_reports())
     if (r >= 0 && r < size_) {

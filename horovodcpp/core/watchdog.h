@@ -3,7 +3,9 @@
 // others forever. While this rank's background cycle has made no progress for a while it
 // reports "waiting" to the other ranks over a LivenessChannel and listens for theirs; the ranks
 // it has not heard from are the ones it waits for. After `warning_seconds` it logs them; after
-// `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops.
+// `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops. A failure report
+// from another rank (its executor threw; see Note [An exception in the executor stops every
+// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not.
 // Owned by the Runtime; started after the world exists, stopped before it is finalized.
 #pragma once
 
@@ -41,6 +43,8 @@ class Watchdog {
   ~Watchdog();
   void start();
   void stop();  // joins the thread; idempotent
+  // Stops, then tells every other rank that this rank failed, with `reason`.
+  void stop(const std::string& reason);
 
   // How often the thread wakes: often enough for the shortest timeout, at most once a second.
   std::chrono::milliseconds tick() const { return tick_; }

@@ -5,6 +5,8 @@
 //   return   the last rank returns from main without hvd::shutdown()
 //   exit     the last rank calls exit(0) without hvd::shutdown()
 //   throw    the last rank lets an exception escape main (std::terminate)
+//   allocator  every step is an allgather, and the last rank's output allocator throws
+//            std::bad_alloc at step 20 (as out of memory), while the others already wait in it
 // A rank whose allreduce fails prints "rank R: caught after S s: MESSAGE", marks it in
 // $HVD_TEST_DIR/caught.<rank>, waits (at most 5 s) until every other surviving rank has too, calls
 // hvd::shutdown() (which must return promptly) and exits 3. The wait: each rank's liveness clock
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -55,7 +58,24 @@ int main(int argc, char** argv) {
     }
     const auto issued = Clock::now();
     try {
-      hvd::allreduce_async(t, t, {hvd::ReduceOp::Sum, "step"}).wait();
+      if (mode == "allocator") {
+        const bool fail = rank == size - 1 && i == 20;
+        hvd::OutputAllocator allocate = [fail](hvd::DataType dtype, const hvd::TensorShape& shape) -> hvd::TensorPtr {
+          if (fail) throw std::bad_alloc();
+          return hvd::HostTensor::allocate(dtype, shape);
+        };
+        hvd::Handle h = hvd::allgather_async(t, allocate, {"step.gather"});
+        h.wait();
+        const auto* out = static_cast<const float*>(h.outputs().at(0)->data());
+        for (int k = 0; k < 16 * size; ++k)
+          if (out[k] != static_cast<float>(k / 16 + 1)) {
+            std::fprintf(stderr, "rank %d: FAIL: wrong gathered value %f at %d\n", rank, out[k], k);
+            return 4;
+          }
+        p[0] = size * (size + 1) / 2.0f;  // the allreduce's closed form, checked below
+      } else {
+        hvd::allreduce_async(t, t, {hvd::ReduceOp::Sum, "step"}).wait();
+      }
     } catch (const hvd::Error& e) {
       std::fprintf(stderr, "rank %d: caught after %.1f s: %s\n", rank, since(issued), e.what());
       wait_for_survivors(dir, rank, size);

@@ -3,7 +3,9 @@
 # rank, the job's exit status, and that nothing is left running. Prints the time from the fault
 # to the end of the job.
 #   fault_test.sh MPIRUN_AND_FLAGS... -- PROGRAM NP SCENARIO
-# SCENARIO: sigstop (the last rank is stopped with SIGSTOP), return, exit, throw (fault_rank.cc).
+# SCENARIO: sigstop (the last rank is stopped with SIGSTOP), return, exit, throw, allocator
+# (fault_rank.cc). allocator runs without a stall shutdown time: only the failing rank's own
+# report can end the others' wait before the liveness timeout (1800 s).
 set -u
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 prog=$1 np=$2 scenario=$3
@@ -15,7 +17,8 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 now() { date +%s.%N; }
 
 mode=loop; [ "$scenario" = sigstop ] || mode=$scenario
-HVD_TEST_DIR=$dir HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=${HOROVOD_STALL_SHUTDOWN_TIME_SECONDS:-3} \
+stall_shutdown=${HOROVOD_STALL_SHUTDOWN_TIME_SECONDS:-3}; [ "$scenario" != allocator ] || stall_shutdown=0
+HVD_TEST_DIR=$dir HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$stall_shutdown \
   timeout -s KILL 90 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
   "$prog" "$mode" >"$dir/out" 2>&1 &
 job=$!
@@ -39,8 +42,14 @@ echo "fault to end of job: $(echo "$end - $fault" | bc) s (exit status $rc)"
 case $scenario in
   sigstop) expect="liveness timeout (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3): rank @R@ has waited 3 s in background cycle";
            who="for rank $victim, which stopped responding" ;;
+  allocator) expect="rank $victim stopped: ALLGATHER of 'step.gather' failed on rank $victim: std::bad_alloc"; who="" ;;
   *) expect="rank $victim has shut down"; who="" ;;
 esac
+if [ "$scenario" = allocator ]; then  # the failing rank's own handle names the tensor and the reason
+  line=$(grep "^rank $victim: caught after" "$dir/out" | head -1)
+  [[ "$line" == *"ALLGATHER of 'step.gather' failed on rank $victim: std::bad_alloc"* ]] ||
+    fail "rank $victim: its own error lacks the tensor or the reason: $line"
+fi
 for ((r = 0; r < victim; r++)); do
   line=$(grep "^rank $r: caught after" "$dir/out" | head -1)
   [ -n "$line" ] || { fail "rank $r reported no error"; continue; }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,8 @@ class FakeLiveness final : public detail::LivenessChannel {
  public:
   void send_waiting() override {}
   std::vector<int> receive_reports() override { return {}; }
+  void send_failure(const std::string&) override {}
+  std::string receive_failure() override { return {}; }
 };
 
 // Each rank on a node of its own: local groups of one, the cross group is the world.
@@ -129,12 +132,15 @@ class FakeWorld final : public detail::World {
 };
 
 // Allreduce of float32 and int32 tensors (sum, average) through the group's rendezvous. A tensor
-// named "fail_on_rank<N>.*" fails on rank N of the group after the exchange (the others complete).
+// named "fail_on_rank<N>.*" fails on rank N of the group after the exchange (the others complete);
+// one named "throws.*" makes the op's selection throw on every rank, before any exchange.
 class FakeAllreduce final : public detail::CollectiveOp {
  public:
   const char* backend() const override { return "FAKE"; }
   bool enabled(const detail::Response&, const std::vector<detail::TensorTableEntry>& entries,
                const detail::Communicator&) const override {
+    if (!entries.empty() && entries.front().name.rfind("throws.", 0) == 0)
+      throw std::runtime_error("injected exception");
     return entries.empty() || entries.front().device == kCpuDevice;
   }
   detail::Status execute(std::vector<detail::TensorTableEntry>& entries, const detail::Response& response,

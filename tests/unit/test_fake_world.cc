@@ -286,6 +286,37 @@ TEST_CASE("an op that fails on one rank fails its handle there, naming the colle
   }
 }
 
+// See Note [An exception in the executor stops every rank] (core/executor.h). Here every rank
+// throws, before any exchange, so no rank waits for another; the peers' report is the MPI test's
+// (hvd_fault_allocator_np*).
+TEST_CASE("an exception in the executor fails its tensor with the reason and stops the rank", "[fake_world]") {
+  FakeCluster cluster(2);
+  std::vector<std::string> failed(2), reasons(2), later(2);
+  std::vector<int> stopped(2);  // not vector<bool>: each rank writes its own element
+  run_ranks(cluster, hvd::detail::default_settings(), {}, [&](int rank, Runtime& rt) {
+    auto x = allreduce(rt, "throws.x", ramp(rank, 2));
+    failed[rank] = wait(x.handle).message();
+    const auto until = std::chrono::steady_clock::now() + kPatience;
+    while (rt.running() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stopped[rank] = !rt.running() && rt.failed();
+    reasons[rank] = rt.stop_reason();
+    try {
+      allreduce(rt, "after", ramp(rank, 2));
+    } catch (const std::exception& e) {
+      later[rank] = e.what();
+    }
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::string want = "ALLREDUCE of 'throws.x' failed on rank " + std::to_string(rank) + ": injected exception";
+    CHECK(failed[rank] == want);
+    CHECK(stopped[rank]);
+    CHECK(reasons[rank] == want);
+    CHECK(later[rank] == "horovodcpp has stopped: " + want);
+  }
+}
+
 TEST_CASE("one rank's shutdown stops every rank: pending work fails, then backends, groups, world are released", "[fake_world]") {
   FakeCluster cluster(3);
   std::vector<std::string> reasons(3), pending(3), late(3);
