@@ -1,31 +1,67 @@
 // Training-step time of hvd::torch::DistributedOptimizer against plain LibTorch on the same
-// model and data, on the GPU. At np=1 the difference is the runtime's own overhead (hooks,
-// negotiation, the NCCL path); scripts/gpu-check.sh prints it in its table. Exits with 77
-// (skipped) when LibTorch sees no CUDA device. Usage: torch_step_benchmark [steps]
+// model and data. On the GPU (the default) at np=1 the difference is the runtime's own overhead
+// (hooks, negotiation, the NCCL path); scripts/gpu-check.sh prints it in its table. Exits with 77
+// (skipped) when LibTorch sees no CUDA device and --cpu was not given.
+//
+// Usage: torch_step_benchmark [steps] [--cpu] [--model mlp|small] [--rounds N]
+//   --cpu       run on the host (no GPU needed)
+//   --model     mlp: 784-1024-1024-10 (default); small: 80 layers 32-32, 160 parameters of at
+//               most 4 KB, where the optimizer's fixed cost per parameter and step shows
+//   --rounds N  N rounds, each timing `steps` plain steps and `steps` DistributedOptimizer steps
+//               (in alternating order); prints the medians and the median of the paired ratios
 #include <cuda_runtime.h>
 #include <horovodcpp/torch.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kBatch = 128;
 
-torch::nn::Sequential make_model(const torch::Device& device) {
+struct Config {
+  int steps = 200;
+  bool cpu = false;
+  std::string model = "mlp";
+  int rounds = 1;
+};
+
+constexpr int kSmallLayers = 80;
+constexpr int kSmallWidth = 32;
+
+int batch_of(const Config& c) { return c.model == "small" ? 16 : 128; }
+int inputs_of(const Config& c) { return c.model == "small" ? kSmallWidth : 784; }
+
+torch::nn::Sequential make_model(const Config& c, const torch::Device& device) {
   torch::manual_seed(0);
-  torch::nn::Sequential model(torch::nn::Linear(784, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 1024),
-                              torch::nn::ReLU(), torch::nn::Linear(1024, 10));
+  torch::nn::Sequential model;
+  if (c.model == "small") {
+    for (int i = 0; i < kSmallLayers; ++i) {
+      model->push_back(torch::nn::Linear(kSmallWidth, kSmallWidth));
+      model->push_back(torch::nn::Tanh());
+    }
+    model->push_back(torch::nn::Linear(kSmallWidth, 10));
+  } else {
+    model = torch::nn::Sequential(torch::nn::Linear(784, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 1024),
+                                  torch::nn::ReLU(), torch::nn::Linear(1024, 10));
+  }
   model->to(device);
   return model;
 }
 
-// Milliseconds per step (zero_grad, forward, backward, step), after a warm-up.
+void sync(const Config& c) {
+  if (!c.cpu) cudaDeviceSynchronize();
+}
+
+// Milliseconds per step (zero_grad, forward, backward, step).
 template <class Optimizer>
-double time_steps(torch::nn::Sequential& model, Optimizer& optimizer, const torch::Tensor& x,
+double time_steps(const Config& c, torch::nn::Sequential& model, Optimizer& optimizer, const torch::Tensor& x,
                   const torch::Tensor& y, int steps) {
   auto step = [&] {
     optimizer.zero_grad();
@@ -33,44 +69,107 @@ double time_steps(torch::nn::Sequential& model, Optimizer& optimizer, const torc
     loss.backward();
     optimizer.step();
   };
-  for (int i = 0; i < 20; ++i) step();
-  cudaDeviceSynchronize();
+  sync(c);
   const auto start = Clock::now();
   for (int i = 0; i < steps; ++i) step();
-  cudaDeviceSynchronize();
+  sync(c);
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count() / steps;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cpu") {
+      c.cpu = true;
+    } else if (a == "--model" && i + 1 < argc) {
+      c.model = argv[++i];
+    } else if (a == "--rounds" && i + 1 < argc) {
+      c.rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (!a.empty() && a[0] != '-') {
+      c.steps = std::atoi(a.c_str());
+    } else {
+      std::fprintf(stderr, "usage: torch_step_benchmark [steps] [--cpu] [--model mlp|small] [--rounds N]\n");
+      std::exit(2);
+    }
+  }
+  if (c.model != "mlp" && c.model != "small") {
+    std::fprintf(stderr, "torch_step_benchmark: --model must be mlp or small, got '%s'\n", c.model.c_str());
+    std::exit(2);
+  }
+  if (c.steps < 1) {
+    std::fprintf(stderr, "torch_step_benchmark: steps must be positive\n");
+    std::exit(2);
+  }
+  return c;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!torch::cuda::is_available()) {
-    std::printf("SKIPPED: LibTorch sees no CUDA device; the step-time benchmark needs a GPU\n");
+  const Config c = parse(argc, argv);
+  if (!c.cpu && !torch::cuda::is_available()) {
+    std::printf("SKIPPED: LibTorch sees no CUDA device; the step-time benchmark needs a GPU (or --cpu)\n");
     return 77;
   }
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 200;
   hvd::init();
-  const int device_index = hvd::local_rank() % static_cast<int>(torch::cuda::device_count());
-  cudaSetDevice(device_index);
-  const torch::Device device(torch::kCUDA, device_index);
-  auto x = torch::randn({kBatch, 784}, torch::TensorOptions().device(device));
-  auto y = torch::randint(0, 10, {kBatch}, torch::TensorOptions().device(device).dtype(torch::kLong));
+  torch::Device device(torch::kCPU);
+  if (!c.cpu) {
+    const int device_index = hvd::local_rank() % static_cast<int>(torch::cuda::device_count());
+    cudaSetDevice(device_index);
+    device = torch::Device(torch::kCUDA, device_index);
+  }
+  const int batch = batch_of(c);
+  torch::manual_seed(1);
+  auto x = torch::randn({batch, inputs_of(c)}, torch::TensorOptions().device(device));
+  auto y = torch::randint(0, 10, {batch}, torch::TensorOptions().device(device).dtype(torch::kLong));
 
-  auto plain_model = make_model(device);
+  auto plain_model = make_model(c, device);
   torch::optim::SGD plain(plain_model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const double plain_ms = time_steps(plain_model, plain, x, y, steps);
 
-  auto hvd_model = make_model(device);
+  auto hvd_model = make_model(c, device);
   hvd::torch::broadcast_parameters(hvd_model->named_parameters(), 0);
   hvd::torch::DistributedOptimizer ours(
       torch::optim::SGD(hvd_model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9)),
       hvd_model->named_parameters());
-  const double ours_ms = time_steps(hvd_model, ours, x, y, steps);
+
+  const int warmup = 20;
+  time_steps(c, plain_model, plain, x, y, warmup);
+  time_steps(c, hvd_model, ours, x, y, warmup);
+  std::vector<double> plain_ms, ours_ms, ratios;
+  for (int r = 0; r < c.rounds; ++r) {
+    double p, o;
+    if (r % 2 == 0) {
+      p = time_steps(c, plain_model, plain, x, y, c.steps);
+      o = time_steps(c, hvd_model, ours, x, y, c.steps);
+    } else {
+      o = time_steps(c, hvd_model, ours, x, y, c.steps);
+      p = time_steps(c, plain_model, plain, x, y, c.steps);
+    }
+    plain_ms.push_back(p);
+    ours_ms.push_back(o);
+    ratios.push_back(o / p);
+  }
 
   if (hvd::rank() == 0) {
+    const std::string model = c.model == "small"
+                                  ? "MLP of " + std::to_string(kSmallLayers) + " layers " +
+                                        std::to_string(kSmallWidth) + "-" + std::to_string(kSmallWidth) + ", " +
+                                        std::to_string(hvd_model->parameters().size()) + " parameters"
+                                  : std::string("MLP 784-1024-1024-10");
+    const std::string how = c.rounds > 1 ? std::to_string(c.rounds) + " alternating rounds of " +
+                                               std::to_string(c.steps) + " steps, medians"
+                                         : std::to_string(c.steps) + " steps";
     std::printf("| measurement | horovodcpp | reference | reference is | ratio |\n|---|---|---|---|---|\n");
-    std::printf("| training step (MLP 784-1024-1024-10, batch %d, %d steps), np=%d | %.3f ms | %.3f ms | "
-                "plain LibTorch SGD | %.2fx |\n", kBatch, steps, hvd::size(), ours_ms, plain_ms, ours_ms / plain_ms);
+    std::printf("| training step (%s, batch %d, %s%s), np=%d | %.3f ms | %.3f ms | plain LibTorch SGD | %.3fx |\n",
+                model.c_str(), batch, how.c_str(), c.cpu ? ", CPU" : "", hvd::size(), median(ours_ms),
+                median(plain_ms), c.rounds > 1 ? median(ratios) : ours_ms[0] / plain_ms[0]);
   }
   hvd::shutdown();
   return 0;
