@@ -95,19 +95,33 @@ GradientReducer::GradientReducer(const NamedTensors& named_parameters, const Dis
   wire_options_.op = options_.op;
   wire_options_.prescale_factor = 1.0 / options_.gradient_predivide_factor;
   wire_options_.postscale_factor = options_.gradient_predivide_factor;
+  round_options_.process_set = options_.process_set;
+  round_options_.op = ReduceOp::Max;
+  round_options_.name = options_.name + "#round";
+  described_.optimizer = options_.name;
   std::unordered_set<std::string> seen;
   for (const auto& item : named_parameters) {
     if (!item.value().defined())
       throw Error(std::string(kWho) + ": named parameter '" + item.key() + "' is undefined");
     if (!seen.insert(item.key()).second)
       throw Error(std::string(kWho) + ": parameter name '" + item.key() + "' appears twice in named_parameters");
-    names_.emplace(item.value().unsafeGetTensorImpl(), item.key());
-    named_.emplace_back(item.key(), item.value());
+    named_twice_ = !names_.emplace(item.value().unsafeGetTensorImpl(), named_.size()).second || named_twice_;
+    named_.push_back(item.value());
+    ParameterEntry e;
+    e.name = item.key();
+    described_.entries.push_back(std::move(e));
   }
+  described_sizes_.resize(named_.size());
+  described_dtypes_.resize(named_.size(), at::ScalarType::Undefined);
   // The ranks compare these parameters in every round of reductions, the first included, before
   // any gradient of it is written back: not here, since ranks may build different numbers of
   // optimizers (an extra one on one rank), and a collective here could not be matched.
-  refresh(groups);
+  try {
+    refresh(groups);
+  } catch (...) {
+    detach();  // no destructor runs: the hooks and held names of the slots made so far go now
+    throw;
+  }
 }
 
 // Names each trainable parameter of the param groups from named_parameters (by identity).
@@ -134,17 +148,26 @@ void GradientReducer::refresh(const std::vector<::torch::optim::OptimizerParamGr
                 "named_parameters() (all of them, frozen ones too) so every rank names each gradient the same");
 }
 
-void GradientReducer::add_slot(const at::Tensor& param, const std::string& name) {
+void GradientReducer::add_slot(const at::Tensor& param, std::size_t named_index) {
+  const std::string& name = described_.entries[named_index].name;
   if (!param.is_leaf())
     throw Error(std::string(kWho) + ": parameter '" + name +
                 "' is not a leaf tensor (it was computed from other tensors); parameters must be leaves");
   std::lock_guard<std::mutex> lock(mutex_);
   Slot slot;
   slot.name = name;
-  slot.wire_name = options_.name + "." + name;
+  slot.collective = wire_options_;
+  slot.collective.name = options_.name + "." + name;
   slot.param = param;
   slots_.push_back(std::move(slot));
   known_.insert(param.unsafeGetTensorImpl());
+  // Every name of this tensor describes it as this slot.
+  const int index = static_cast<int>(slots_.size() - 1);
+  described_.entries[named_index].slot = index;
+  if (named_twice_)
+    for (std::size_t i = named_index + 1; i < named_.size(); ++i)
+      if (named_[i].is_same(param)) described_.entries[i].slot = index;
+  described_stale_ = true;
   // At size 1 there is nothing to reduce: no hooks, and step() is the wrapped step.
   if (size_ > 1) register_hooks(slots_.size() - 1);
 }
@@ -165,7 +188,9 @@ void GradientReducer::register_hooks(std::size_t index) {
   slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<AfterGradient>(this, index));
 }
 
-GradientReducer::~GradientReducer() {
+GradientReducer::~GradientReducer() { detach(); }
+
+void GradientReducer::detach() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& slot : slots_) {
     if (!slot.accumulator) continue;
@@ -176,6 +201,7 @@ GradientReducer::~GradientReducer() {
   }
   discard_in_flight();  // the runtime writes into slot.wire until each completes
   for (auto& slot : slots_) release(slot);
+  slots_.clear();
 }
 
 // A gradient that someone zeroed or reset since the last pass (zero_grad() of this optimizer,
@@ -232,15 +258,15 @@ bool GradientReducer::starts_after_backward(const at::Tensor& grad) const {
 
 void GradientReducer::hold(Slot& slot) {
   if (slot.held) return;
-  if (!held_names().claim(slot.wire_name, this))
-    throw Error("allreduce '" + slot.wire_name + "' of " + std::string(kWho) + " gradient '" + slot.name +
+  if (!held_names().claim(slot.collective.name, this))
+    throw Error("allreduce '" + slot.collective.name + "' of " + std::string(kWho) + " gradient '" + slot.name +
                 "' is already in flight (held for the end of the backward pass). " + same_name_advice(options_.name));
   slot.held = true;
 }
 
 void GradientReducer::release(Slot& slot) {
   if (!slot.held) return;
-  held_names().release(slot.wire_name, this);
+  held_names().release(slot.collective.name, this);
   slot.held = false;
 }
 
@@ -260,18 +286,16 @@ void GradientReducer::start_allreduce(Slot& slot) {
   // ranks that did compute one are not left waiting.
   if (!slot.param.grad().defined()) slot.param.mutable_grad() = at::zeros_like(slot.param);
   const at::Tensor grad = slot.param.grad();
-  const std::string what = std::string(kWho) + " gradient";
+  static const std::string what = std::string(kWho) + " gradient";
   detail::to_hvd_dtype(grad.scalar_type(), what, slot.name);
   if (grad.is_sparse()) throw Error(what + " of '" + slot.name + "': sparse gradients are not supported");
   if (options_.compression == Compression::FP16 && grad.is_floating_point() && grad.scalar_type() != at::kHalf)
     slot.wire = grad.to(at::kHalf, false, false, at::MemoryFormat::Contiguous);
   else
     slot.wire = grad.is_contiguous() ? grad : grad.contiguous();
-  AllreduceOptions o = wire_options_;
-  o.name = slot.wire_name;
   auto wire = detail::wrap(slot.wire);
   try {
-    slot.handle = hvd::allreduce_async(wire, wire, o, detail::ready_event(slot.wire));
+    slot.handle = hvd::allreduce_async(wire, wire, slot.collective, detail::ready_event(slot.wire));
   } catch (const Error& e) {
     slot.wire = at::Tensor();
     const std::string message = e.what();
@@ -313,16 +337,12 @@ std::string GradientReducer::reduce_all() {
       if (failure.empty()) failure = e.what();  // names the parameter
     }
   }
-  const ParameterList mine = describe_parameters();
-  const auto digest = digest_words(mine);
+  describe_parameters();
+  const auto digest = digest_words(described_digest_, described_);
   here[n] = digest[0];
   here[n + 1] = digest[1];
-  AllreduceOptions flags;
-  flags.process_set = options_.process_set;
-  flags.op = ReduceOp::Max;
-  flags.name = options_.name + "#round";
   auto check_wire = wrap(check);
-  hvd::Handle check_handle = hvd::allreduce_async(check_wire, check_wire, flags);
+  hvd::Handle check_handle = hvd::allreduce_async(check_wire, check_wire, round_options_);
   batch.reset();
   // The check first: when the ranks' parameters differ, some gradients below never complete.
   std::string check_failure;
@@ -332,7 +352,7 @@ std::string GradientReducer::reduce_all() {
     check_failure = e.what();
   }
   if (!check_failure.empty() || !same_digest_everywhere({here[n], here[n + 1]})) {
-    return fail_round(mine, check_failure.empty() ? std::string("the parameter check of this round failed")
+    return fail_round(described_, check_failure.empty() ? std::string("the parameter check of this round failed")
                                                   : "the parameter check of this round failed: " + check_failure);
   }
   const std::string wait_failure = write_back();
@@ -344,29 +364,27 @@ std::string GradientReducer::reduce_all() {
   return failure.empty() ? wait_failure : failure;
 }
 
-ParameterList GradientReducer::describe_parameters() const {
-  ParameterList list;
-  list.optimizer = options_.name;
-  std::unordered_map<const void*, const Slot*> slot_of;
-  std::unordered_map<const void*, int> index_of;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    slot_of.emplace(slots_[i].param.unsafeGetTensorImpl(), &slots_[i]);
-    index_of.emplace(slots_[i].param.unsafeGetTensorImpl(), static_cast<int>(i));
-  }
-  for (const auto& [name, param] : named_) {
-    ParameterEntry e;
-    e.name = name;
-    e.dtype = c10::toString(param.scalar_type());
-    e.shape = shape_string(TensorShape(param.sizes().begin(), param.sizes().end()));
-    e.requires_grad = param.requires_grad();
-    auto it = slot_of.find(param.unsafeGetTensorImpl());
-    if (it != slot_of.end()) {
-      e.slot = index_of.at(param.unsafeGetTensorImpl());
-      e.in_flight = it->second->handle.valid();
+// Every round, so a parameter changed in place (set_data() to another dtype or shape,
+// requires_grad_()) is described as it is now; comparing costs no allocation.
+void GradientReducer::describe_parameters() {
+  for (std::size_t i = 0; i < named_.size(); ++i) {
+    const at::Tensor& param = named_[i];
+    ParameterEntry& e = described_.entries[i];
+    if (param.scalar_type() != described_dtypes_[i] || !param.sizes().equals(described_sizes_[i]) ||
+        param.requires_grad() != e.requires_grad) {
+      described_dtypes_[i] = param.scalar_type();
+      described_sizes_[i].assign(param.sizes().begin(), param.sizes().end());
+      e.dtype = c10::toString(param.scalar_type());
+      e.shape = shape_string(TensorShape(param.sizes().begin(), param.sizes().end()));
+      e.requires_grad = param.requires_grad();
+      described_stale_ = true;
     }
-    list.entries.push_back(std::move(e));
+    e.in_flight = e.slot >= 0 && slots_[static_cast<std::size_t>(e.slot)].handle.valid();
   }
-  return list;
+  if (described_stale_) {
+    described_digest_ = static_digest(described_);
+    described_stale_ = false;
+  }
 }
 
 std::string GradientReducer::fail_round(const ParameterList& mine, const std::string& fallback) {

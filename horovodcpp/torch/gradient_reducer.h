@@ -48,9 +48,12 @@ class GradientReducer {
 
  private:
   // One parameter that takes part: its names, its accumulator and its allreduce in flight.
+  // Built once, when the parameter joins; the per-round work only reads what is here.
   struct Slot {
-    std::string name;       // the user's parameter name
-    std::string wire_name;  // the collective's name: options.name + "." + name
+    std::string name;  // the user's parameter name
+    // wire_options_ and the collective's name, options.name + "." + name (on the wire, in the
+    // timeline and in the Python front end's names alike)
+    AllreduceOptions collective;
     at::Tensor param;
     std::shared_ptr<::torch::autograd::Node> accumulator;
     std::uintptr_t hook_key = 0;
@@ -95,7 +98,10 @@ class GradientReducer {
     std::size_t index_;
   };
 
-  void add_slot(const at::Tensor& param, const std::string& name);
+  void add_slot(const at::Tensor& param, std::size_t named_index);
+  // Removes the hooks, waits for what is in flight and gives the held names back: the
+  // destructor, or a constructor that throws.
+  void detach();
   void register_hooks(std::size_t index);
   void before_gradient(std::size_t index);
   void on_gradient(std::size_t index);
@@ -112,7 +118,9 @@ class GradientReducer {
   std::string write_back();          // mutex_ held; returns the first failure
   void discard_in_flight();          // mutex_ held
   // See Note [A model that differs between ranks fails on every rank] (parameter_agreement.h).
-  ParameterList describe_parameters() const;  // mutex_ held
+  // Brings described_ up to date (mutex_ held): the gradients in flight every round, an entry's
+  // dtype, shape and requires_grad only when they changed, and the static digest then.
+  void describe_parameters();
   // A round whose parameter check failed: every rank's lists compared, the gradients this rank
   // will never submit withdrawn, this rank's own discarded. Returns the message every rank throws
   // (or `fallback` when the lists cannot be exchanged). mutex_ held.
@@ -120,8 +128,18 @@ class GradientReducer {
 
   DistributedOptimizerOptions options_;
   AllreduceOptions wire_options_;
-  std::unordered_map<const void*, std::string> names_;  // every named parameter, by identity
-  std::vector<std::pair<std::string, at::Tensor>> named_;  // the same, in the order given
+  AllreduceOptions round_options_;  // the round's check (reduce_all)
+  std::unordered_map<const void*, std::size_t> names_;  // every named parameter, by identity: its first index
+  std::vector<at::Tensor> named_;  // the same, in the order given
+  bool named_twice_ = false;       // some tensor appears under two names
+  // named_ as the ranks compare it: entries[i] describes named_[i]; its slots change when
+  // parameters join, its in_flight every round, the rest when described_sizes_ and the dtype
+  // and requires_grad beside it no longer match the tensor.
+  ParameterList described_;
+  std::vector<std::vector<std::int64_t>> described_sizes_;
+  std::vector<at::ScalarType> described_dtypes_;
+  std::uint64_t described_digest_ = 0;  // static_digest(described_), unless described_stale_
+  bool described_stale_ = true;
   bool model_differs_ = false;  // the last failure was a parameter mismatch (thrown as it is)
   std::vector<Slot> slots_;
   std::unordered_set<const void*> known_;  // parameters that have a slot

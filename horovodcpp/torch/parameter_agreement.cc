@@ -19,9 +19,11 @@ std::string clean(const std::string& text) {
   return out;
 }
 
+constexpr std::uint64_t kFnvPrime = 1099511628211ULL;
+
 std::uint64_t fnv1a(const std::string& bytes) {
   std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
   return h;
 }
 
@@ -132,9 +134,26 @@ ParameterList decode_parameters(const std::string& bytes) {
   return list;
 }
 
-std::array<std::int64_t, 2> digest_words(const ParameterList& list) {
-  const auto d = static_cast<std::int64_t>(fnv1a(encode_parameters(list)) % static_cast<std::uint64_t>(kDigestRange));
+// Everything of the list but what is in flight, in encode_parameters' framing.
+std::uint64_t static_digest(const ParameterList& list) {
+  std::string out = clean(list.optimizer) + kRecord;
+  for (const auto& e : list.entries) {
+    out += clean(e.name) + kField + e.dtype + kField + e.shape + kField + (e.requires_grad ? "1" : "0") + kField +
+           std::to_string(e.slot) + kRecord;
+  }
+  return fnv1a(out);
+}
+
+// One byte per entry after the static part: the number of entries is fixed by it.
+std::array<std::int64_t, 2> digest_words(std::uint64_t static_part, const ParameterList& list) {
+  std::uint64_t h = static_part;
+  for (const auto& e : list.entries) h = (h ^ static_cast<unsigned char>(e.in_flight ? '1' : '0')) * kFnvPrime;
+  const auto d = static_cast<std::int64_t>(h % static_cast<std::uint64_t>(kDigestRange));
   return {d + 1, kDigestRange - d};  // both in [1, 2^62]
+}
+
+std::array<std::int64_t, 2> digest_words(const ParameterList& list) {
+  return digest_words(static_digest(list), list);
 }
 
 bool same_digest_everywhere(const std::array<std::int64_t, 2>& m) {

@@ -48,6 +48,11 @@ ParameterList decode_parameters(const std::string& bytes);  // throws hvd::Error
 // The digest as two positive int64 words whose Max over the ranks tells whether all digests are
 // equal (a joined rank adds zeros, which change neither Max).
 std::array<std::int64_t, 2> digest_words(const ParameterList& list);
+// The same in two parts, for a caller that keeps the first while its parameters do not change:
+// static_digest() covers everything but `in_flight`, which changes every round and which
+// digest_words(static_digest(list), list) adds (equal to digest_words(list)).
+std::uint64_t static_digest(const ParameterList& list);
+std::array<std::int64_t, 2> digest_words(std::uint64_t static_digest, const ParameterList& list);
 bool same_digest_everywhere(const std::array<std::int64_t, 2>& max_over_ranks);
 
 // The first difference between the lists of `ranks` (global ranks, in the order of `lists`),

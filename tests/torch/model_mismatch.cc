@@ -5,8 +5,9 @@
 //             allreduce shows the runtime still works. Prints "PASS rank R" at the end.
 //   uncaught: one scenario; the error leaves main (std::terminate) on every rank.
 // Scenarios: extra_layer and frozen (differ from construction on, found in the first reduction
-// round); unfrozen and group_added (differ after a step, found in the next round); alltoall (bad
-// splits on one rank, refused there before submission).
+// round); unfrozen and group_added (differ after a step, found in the next round); cast and
+// resized (the same parameters changed in place after a step: the description each round may not
+// be one kept from the first); alltoall (bad splits on one rank, refused there before submission).
 // Each failing call must fail within kLimit; prints "FAILED rank R SCENARIO after S s: MESSAGE".
 #include <torch/torch.h>
 
@@ -35,23 +36,26 @@ void fail(const std::string& why) {
 bool odd_rank() { return hvd::rank() == hvd::size() - 1; }
 
 struct NetImpl : torch::nn::Module {
-  explicit NetImpl(bool extra) {
+  // spare: a parameter forward never uses (its gradient is zeros, or none on every rank).
+  explicit NetImpl(bool extra, bool with_spare = false) {
     fc1 = register_module("fc1", torch::nn::Linear(6, 8));
     fc2 = register_module("fc2", torch::nn::Linear(8, 4));
     if (extra) fc3 = register_module("fc3", torch::nn::Linear(4, 4));
+    if (with_spare) spare = register_parameter("spare", torch::zeros({3}));
   }
   torch::Tensor forward(torch::Tensor x) {
     x = fc2(torch::tanh(fc1(x)));
     return fc3 ? fc3(x) : x;
   }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  torch::Tensor spare;
 };
 TORCH_MODULE(Net);
 
 // One training step (forward, backward, step) of `net` with `optimizer`.
 void train_step(Net& net, ht::DistributedOptimizer& optimizer) {
   optimizer.zero_grad();
-  auto loss = net->forward(torch::ones({2, 6}) * (hvd::rank() + 1)).sum();
+  auto loss = net->forward(torch::ones({2, 6}, net->fc1->weight.options()) * (hvd::rank() + 1)).sum();
   loss.backward();
   optimizer.step();
 }
@@ -93,6 +97,24 @@ std::string run(const std::string& scenario) {
     for (int i = 0; i < 3; ++i) train_step(net, opt);
     return "";
   }
+  if (scenario == "cast") {
+    Net net(false);
+    ht::DistributedOptimizer opt(torch::optim::SGD(net->parameters(), 0.1), net->named_parameters());
+    train_step(net, opt);
+    if (odd_rank()) net->to(torch::kFloat64);  // set_data(): the optimizer's tensors, now float64
+    for (int i = 0; i < 3; ++i) train_step(net, opt);
+    return "";
+  }
+  if (scenario == "resized") {
+    // The unused parameter: backward never meets its gradient accumulator, which keeps the old
+    // shape (autograd would refuse a used one's gradient on that rank alone).
+    Net net(false, true);
+    ht::DistributedOptimizer opt(torch::optim::SGD(net->parameters(), 0.1), net->named_parameters());
+    train_step(net, opt);
+    if (odd_rank()) net->spare.set_data(torch::zeros({4}));
+    for (int i = 0; i < 3; ++i) train_step(net, opt);
+    return "";
+  }
   if (scenario == "alltoall") {
     auto t = torch::arange(2 * hvd::size(), torch::kFloat32).reshape({2 * hvd::size(), 1});
     std::vector<std::int64_t> splits(hvd::size(), 2);
@@ -111,6 +133,8 @@ std::string expected(const std::string& scenario) {
   if (scenario == "frozen") return "parameter 'fc1.weight' requires grad on rank 0 but is frozen (requires_grad false) on rank " + last;
   if (scenario == "unfrozen") return "parameter 'fc1.weight' is frozen (requires_grad false) on rank 0 but requires grad on rank " + last;
   if (scenario == "group_added") return "parameter 'fc3.weight' is updated by the optimizer on rank " + last + " but not on rank 0";
+  if (scenario == "cast") return "parameter 'fc1.weight' is Float [8, 6] on rank 0 but Double [8, 6] on rank " + last;
+  if (scenario == "resized") return "parameter 'spare' is Float [3] on rank 0 but Float [4] on rank " + last;
   return "alltoall of 'mismatch.alltoall': splits sum to " + std::to_string(2 * hvd::size() + 1);
 }
 
@@ -150,7 +174,8 @@ int main(int argc, char** argv) {
     hvd::shutdown();
     return 1;
   }
-  for (const std::string scenario : {"extra_layer", "frozen", "unfrozen", "group_added", "alltoall"}) {
+  for (const std::string scenario :
+       {"extra_layer", "frozen", "unfrozen", "group_added", "cast", "resized", "alltoall"}) {
     const auto start = std::chrono::steady_clock::now();
     std::string message;
     try {
