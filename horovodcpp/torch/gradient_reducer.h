@@ -51,8 +51,8 @@ class GradientReducer {
   // Built once, when the parameter joins; the per-round work only reads what is here.
   struct Slot {
     std::string name;  // the user's parameter name
-    // wire_options_ and the collective's name, options.name + "." + name (on the wire, in the
-    // timeline and in the Python front end's names alike)
+    // wire_options_ with the collective's name, options.name + "." + name (the name the ranks
+    // negotiate and the timeline shows)
     AllreduceOptions collective;
     at::Tensor param;
     std::shared_ptr<::torch::autograd::Node> accumulator;
