@@ -11,11 +11,15 @@
 //     set the tensor was submitted in, so every member of that set sees the same MPI error in
 //     the same round, as with a communicator that broke, and no other set does.
 //  [stall]  a tensor of the set stalls past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (set by ctest).
+//  [one_sided]  as [mpi_error], but only rank 1 sees the error: rank 0 goes on into the set's
+//     allreduce and waits there for rank 1, where no round reaches it; rank 1 must tell every
+//     rank itself (the liveness channel), long before the liveness timeout (30 minutes).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +43,7 @@ struct Broadcast {
 };
 std::mutex g_broadcasts_mutex;
 std::map<MPI_Request, Broadcast> g_broadcasts;  // byte broadcasts in flight
+std::atomic<int> g_failing_rank{-1};  // the only rank whose poisoned broadcast fails; -1: every rank
 
 bool carries_poison(const Broadcast& b) {
   const std::size_t n = std::strlen(kPoisonName);
@@ -64,8 +69,13 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   std::lock_guard<std::mutex> lock(g_broadcasts_mutex);
   const auto it = g_broadcasts.find(started);
   if (it == g_broadcasts.end()) return rc;
-  const bool poisoned = carries_poison(it->second);
+  bool poisoned = carries_poison(it->second);
   g_broadcasts.erase(it);
+  if (poisoned && g_failing_rank.load() >= 0) {
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    poisoned = rank == g_failing_rank.load();
+  }
   return poisoned ? MPI_ERR_OTHER : rc;
 }
 
@@ -172,6 +182,14 @@ void expect_every_rank_stops(const std::string& name, bool stall, const std::str
 }  // namespace
 
 TEST_CASE("an MPI error in the negotiation of {0, 1} stops every rank, naming the set and the error", "[mpi_error]") {
+  expect_every_rank_stops(kPoisonName, false,
+                          "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER");
+}
+
+// Rank 0 waits inside the set's allreduce of kPoisonName for rank 1, which failed before it: only
+// rank 1's own report reaches rank 0 there. See Note [A failed process set stops every rank].
+TEST_CASE("an MPI error in the negotiation of {0, 1} on rank 1 only stops every rank with rank 1's reason", "[one_sided]") {
+  g_failing_rank = 1;
   expect_every_rank_stops(kPoisonName, false,
                           "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER");
 }
