@@ -59,8 +59,10 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
       return Round::Abort;
     }
     // This rank's later sets still run their rounds this cycle; the next global round stops all.
-    if (set_failure_.empty())
+    if (set_failure_.empty()) {
       set_failure_ = "negotiation in " + describe_process_set(set.id, set.ranks) + " failed: " + e.what();
+      progress_.hold_failure(set_failure_);
+    }
     log_error(set_failure_ + "; stopping every rank in the next cycle");
     return Round::Next;
   }
@@ -88,6 +90,7 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
   } else if (!list.shutdown_reason.empty() && set_failure_.empty()) {
     // A set's own stop (a stall there) reaches only its members: the next global round stops all.
     set_failure_ = list.shutdown_reason;
+    progress_.hold_failure(set_failure_);
   }
   if (global) report.global = std::move(list);
   return report.stop ? Round::Last : Round::Next;

@@ -14,10 +14,16 @@
 // waiting in this one. So they finish the cycle and bring the failure to the next global round,
 // where every rank agrees to stop and receives the lowest failing rank's reason (Controller,
 // step 5): every rank's pending and later operations fail with it. A failure of the global round
-// itself reaches every rank there. What no round can end, a rank that fails while its peers
-// still wait inside the same collective, is the liveness watchdog's: a rank whose executor threw
-// tells the others' watchdogs itself (Note [An exception in the executor stops every rank] in
-// executor.h); a rank that froze or died is found by their silence.
+// itself reaches every rank there. No round reaches a rank that waits inside a collective: a
+// set's failure may be one member's alone (its control channel failed there only) while the
+// others went on into the set's collective. So the failure is also held for this rank's
+// watchdog (Progress::hold_failure), which, when no global round has stopped every rank within a
+// grace period (such a round follows within a cycle or two otherwise), sends it over the liveness
+// channel as a rank whose executor threw does (Note [An exception in the executor stops every
+// rank] in executor.h) and ends this rank's collectives; each rank stops with the reason of
+// whichever path reaches it first. The round goes first because it stops every rank in order: a
+// rank whose watchdog ended its collectives cannot finalize MPI. A rank that froze or died is
+// found by the others' silence (the liveness timeout).
 // Between cycles the Cycle answers the pacer's questions (CyclePacer::Demand).
 // Background thread only, except stats(); owned by the Runtime.
 #pragma once

@@ -1,11 +1,15 @@
 // Whether the background thread is inside a background cycle (negotiation and collectives,
 // which need every rank) and since when. Written by the background thread, read by the
-// watchdog thread; lock-free. Owned by the Runtime.
+// watchdog thread; lock-free, except the rare held failure. Owned by the Runtime.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
 
 namespace hvd::detail {
 
@@ -26,9 +30,24 @@ class Progress {
   }
   std::uint64_t cycle() const { return cycle_.load(std::memory_order_relaxed); }
 
+  // A process set's round failed here and the failure waits for the next global round, which
+  // the watchdog gives a grace period (Note [A failed process set stops every rank], cycle.h).
+  // The first one is kept.
+  void hold_failure(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(held_mutex_);
+    if (!held_) held_.emplace(reason, Clock::now());
+  }
+  // The held failure and since when, if any.
+  std::optional<std::pair<std::string, Clock::time_point>> held_failure() const {
+    std::lock_guard<std::mutex> lock(held_mutex_);
+    return held_;
+  }
+
  private:
   std::atomic<Clock::rep> since_{0};
   std::atomic<std::uint64_t> cycle_{0};
+  mutable std::mutex held_mutex_;
+  std::optional<std::pair<std::string, Clock::time_point>> held_;
 };
 
 }  // namespace hvd::detail

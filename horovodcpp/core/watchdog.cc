@@ -18,6 +18,11 @@ double shortest_positive(double a, double b) {
   return std::min(a, b);
 }
 
+// How long a process set's failure may wait for the global round that stops every rank in
+// order before this rank tells every rank itself: that round follows within a cycle or two
+// unless a peer is blocked in a collective.
+constexpr std::chrono::seconds kHeldFailureGrace{2};
+
 std::string whole_seconds(double s) { return std::to_string(static_cast<long long>(std::floor(s))); }
 
 }  // namespace
@@ -112,6 +117,12 @@ bool Watchdog::check(Clock::time_point now) {
   const std::string failure = channel_.receive_failure();
   if (!failure.empty()) {
     on_fatal_(failure + "; ending this rank's collectives");
+    return true;
+  }
+  // See Note [A failed process set stops every rank] (cycle.h).
+  if (const auto held = progress_.held_failure(); held && now - held->second >= kHeldFailureGrace) {
+    channel_.send_failure("rank " + std::to_string(rank_) + " stopped: " + held->first);
+    on_fatal_(held->first + "; no global round followed, so this rank told every rank and ends its collectives");
     return true;
   }
   bool asked = false;

@@ -5,7 +5,9 @@
 // it has not heard from are the ones it waits for. After `warning_seconds` it logs them; after
 // `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops. A failure report
 // from another rank (its executor threw; see Note [An exception in the executor stops every
-// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not.
+// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not. A
+// process set's failure that this rank held past a grace period is sent to the others the same
+// way (Note [A failed process set stops every rank] in cycle.h).
 // Owned by the Runtime; started after the world exists, stopped before it is finalized.
 #pragma once
 

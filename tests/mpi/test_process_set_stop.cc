@@ -11,13 +11,18 @@
 //     set the tensor was submitted in, so every member of that set sees the same MPI error in
 //     the same round, as with a communicator that broke, and no other set does.
 //  [stall]  a tensor of the set stalls past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (set by ctest).
+//  [one_sided]  as [mpi_error], but only rank 1 sees the error: rank 0 goes on into the set's
+//     allreduce and waits there for rank 1, where no round reaches it; rank 1 must tell every
+//     rank itself (the liveness channel), long before the liveness timeout (30 minutes).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -28,6 +33,7 @@
 #include <horovodcpp/horovod.h>
 
 #include "test_support.h"
+#include "tests/common/rank_markers.h"
 
 namespace {
 
@@ -39,6 +45,7 @@ struct Broadcast {
 };
 std::mutex g_broadcasts_mutex;
 std::map<MPI_Request, Broadcast> g_broadcasts;  // byte broadcasts in flight
+std::atomic<int> g_failing_rank{-1};  // the only rank whose poisoned broadcast fails; -1: every rank
 
 bool carries_poison(const Broadcast& b) {
   const std::size_t n = std::strlen(kPoisonName);
@@ -64,8 +71,13 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   std::lock_guard<std::mutex> lock(g_broadcasts_mutex);
   const auto it = g_broadcasts.find(started);
   if (it == g_broadcasts.end()) return rc;
-  const bool poisoned = carries_poison(it->second);
+  bool poisoned = carries_poison(it->second);
   g_broadcasts.erase(it);
+  if (poisoned && g_failing_rank.load() >= 0) {
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    poisoned = rank == g_failing_rank.load();
+  }
   return poisoned ? MPI_ERR_OTHER : rc;
 }
 
@@ -119,8 +131,9 @@ std::string outcome(const std::shared_ptr<HostTensor>& t, const hvd::AllreduceOp
 // ranks 2 and 3 reduce in {2, 3} meanwhile, and (unless `stall`: it would stall too) rank 2
 // waits in {1, 2} for rank 1, which never submits there. Every rank must stop within kPatience
 // with an error that contains `reason`, on every pending and later operation, and every result
-// before the stop is exact.
-void expect_every_rank_stops(const std::string& name, bool stall, const std::string& reason) {
+// before the stop is exact. `orderly`: the stop comes from a global round, whose error names the
+// pending tensor; a watchdog that ends the collectives fails it with the reason only.
+void expect_every_rank_stops(const std::string& name, bool stall, const std::string& reason, bool orderly = true) {
   REQUIRE(hvd::size() == 4);
   {  // The job works before.
     auto t = ramp(5);
@@ -160,7 +173,8 @@ void expect_every_rank_stops(const std::string& name, bool stall, const std::str
       m = error.what();
     }
     INFO(m);
-    CHECK_THAT(m, Catch::Contains("'middle.pending'") && Catch::Contains(reason));
+    CHECK_THAT(m, Catch::Contains(reason));
+    if (orderly) CHECK_THAT(m, Catch::Contains("'middle.pending'"));
   }
   // Every rank has stopped, with the reason: a later collective fails at once.
   const std::string after = outcome(ramp(3), sum_in(hvd::global_process_set(), "after"));
@@ -176,6 +190,14 @@ TEST_CASE("an MPI error in the negotiation of {0, 1} stops every rank, naming th
                           "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER");
 }
 
+// Rank 0 waits inside the set's allreduce of kPoisonName for rank 1, which failed before it: only
+// rank 1's own report reaches rank 0 there. See Note [A failed process set stops every rank].
+TEST_CASE("an MPI error in the negotiation of {0, 1} on rank 1 only stops every rank with rank 1's reason", "[one_sided]") {
+  g_failing_rank = 1;
+  expect_every_rank_stops(kPoisonName, false,
+                          "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER", false);
+}
+
 TEST_CASE("a stall in {0, 1} past the shutdown time stops every rank, naming the tensor and the set", "[stall]") {
   // Rank 1 is the one the stall inspector names: it never submits 'stalled'.
   expect_every_rank_stops("stalled", true,
@@ -185,9 +207,16 @@ TEST_CASE("a stall in {0, 1} past the shutdown time stops every rank, naming the
 
 int main(int argc, char** argv) {
   hvd::init({g_low, g_high, g_middle});
+  const int me_at_start = hvd::rank();
   std::fprintf(stderr, "rank %d of %d starting the process set stop tests\n", hvd::rank(), hvd::size());
   Catch::Session session;
   const int failed = session.run(argc, argv);
   hvd::shutdown();
+  // every_rank_passes.sh counts these: a rank left in a collective cannot finalize MPI, so the
+  // job's exit status says nothing in [one_sided], and the first rank to exit ends the job.
+  if (failed == 0) std::printf("rank %d: passed\n", me_at_start);
+  std::fflush(stdout);
+  if (const char* dir = std::getenv("HVD_TEST_DIR"))
+    hvd::test::mark_and_wait_for_ranks(std::string(dir) + "/done.", me_at_start, 4, std::chrono::seconds(30));
   return failed == 0 ? 0 : 1;
 }
