@@ -28,10 +28,10 @@ segments() { ls /dev/shm | grep "^$HVD_EMU_SHM_PREFIX-" | sort; }
 # Data segments' stamps' pids: <prefix>-<pid>.<start>.<ns>-<key>-<rank>-<generation>.
 data_pids() { segments | grep -E -- '-[0-9]+-[0-9]+$' | sed -E "s/^$HVD_EMU_SHM_PREFIX-([0-9]+)\..*/\1/" | sort -u; }
 parent_of() { ps -o ppid= -p "$1" 2>/dev/null | tr -d ' '; }
-# Waits up to 20 s until the two ranks of job $1 (timeout > mpirun > ranks) hold data segments;
-# prints their pids.
+# Waits up to 40 s (a loaded machine can take tens of seconds to start a job) until the two ranks
+# of job $1 (timeout > mpirun > ranks) hold data segments; prints their pids.
 ranks_with_segments() {
-  for _ in $(seq 200); do
+  for _ in $(seq 400); do
     local pids=() p
     for p in $(data_pids); do [ "$(parent_of "$(parent_of "$p")")" = "$1" ] && pids+=("$p"); done
     [ ${#pids[@]} -eq 2 ] && { echo "${pids[@]}"; return 0; }
@@ -42,13 +42,13 @@ ranks_with_segments() {
 [ -z "$(segments)" ] || fail "segments of prefix $HVD_EMU_SHM_PREFIX exist before the test"
 
 # 1. C, live (slowed down) until the end.
-HVD_EMU_MAX_DELAY_US=20000 timeout -k 5 40 "${args[@]}" -np 2 "$SLOW" "$SLOW_ARG" >"$TMP/c.log" 2>&1 &
+HVD_EMU_MAX_DELAY_US=20000 timeout -k 5 90 "${args[@]}" -np 2 "$SLOW" "$SLOW_ARG" >"$TMP/c.log" 2>&1 &
 c=$!
 c_ranks=$(ranks_with_segments $c) || { cat "$TMP/c.log"; fail "job C's ranks never held data segments"; }
 c_live() { local p; for p in $c_ranks; do kill -0 "$p" 2>/dev/null || return 1; done; }
 
 # 2. A, killed.
-HVD_EMU_MAX_DELAY_US=20000 timeout -k 5 40 "${args[@]}" -np 2 "$SLOW" "$SLOW_ARG" >"$TMP/a.log" 2>&1 &
+HVD_EMU_MAX_DELAY_US=20000 timeout -k 5 90 "${args[@]}" -np 2 "$SLOW" "$SLOW_ARG" >"$TMP/a.log" 2>&1 &
 a=$!
 a_ranks=$(ranks_with_segments $a) || { cat "$TMP/a.log"; fail "job A's ranks never held data segments"; }
 kill -9 $a_ranks
@@ -58,7 +58,7 @@ for p in $a_ranks; do segments | grep -- "-$p\." ; done >"$TMP/left"
 echo "job A's ranks ($a_ranks) killed; left behind:"; sed 's/^/  /' "$TMP/left"
 
 # 3. B, while C runs.
-timeout -k 5 40 "${args[@]}" -np 2 "$QUICK" >"$TMP/b.log" 2>&1 || { cat "$TMP/b.log"; fail "job B failed"; }
+timeout -k 5 90 "${args[@]}" -np 2 "$QUICK" >"$TMP/b.log" 2>&1 || { cat "$TMP/b.log"; fail "job B failed"; }
 c_live || fail "job C ended before job B did: C was not live all along (too slow a machine?)"
 removed=$(sed -nE 's/.*EMULATED NCCL: removed ([0-9]+) shared-memory segment.*/\1/p' "$TMP/b.log" | awk '{s += $1} END {print s + 0}')
 expected=$(wc -l <"$TMP/left")
