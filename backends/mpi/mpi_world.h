@@ -61,6 +61,7 @@ class MpiWorld final : public World {
   Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
                         CommScope scope) override;
   void finalize() override;
+  void abandon() override { finalized_ = true; }
 
   // Communicators for the MPI and NCCL backends (all duplicates owned by this world).
   MPI_Comm local_comm() const { return local_; }

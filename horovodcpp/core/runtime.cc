@@ -219,18 +219,14 @@ void Runtime::shut_down_on_background_thread(StopKind kind, const std::string& r
   failed_ = kind == StopKind::Failed || kind == StopKind::FailedAlone;
   running_ = false;
   executor_->abort_pending(reason);
-  if (kind == StopKind::FailedAlone) {
-    // See Note [An exception in the executor stops every rank] (executor.h). The others may stay
-    // inside a collective for good and never finalize: MPI_Finalize, a fence over every process
-    // in Open MPI, would hold this rank (and its hvd::shutdown()) until mpirun kills it. So the
-    // world is left as it is, as on a rank whose watchdog gave up (abandon()).
-    if (watchdog_) watchdog_->stop("rank " + std::to_string(topology_.rank) + " stopped: " + reason);
-    abandoned_ = true;
-  } else {
-    // A peer that shut down waits in MPI_Finalize until this rank finalizes too: do it now
-    // rather than at this rank's own hvd::shutdown().
-    release_world();
-  }
+  // See Note [An exception in the executor stops every rank] (executor.h). The others may stay
+  // inside a collective for good and never finalize: MPI_Finalize, a fence over every process in
+  // Open MPI, would hold this rank (and its hvd::shutdown()) until mpirun kills it, so the world
+  // is given up instead. Otherwise a peer that shut down waits in MPI_Finalize until this rank
+  // finalizes too: do it now rather than at this rank's own hvd::shutdown().
+  if (kind == StopKind::FailedAlone && watchdog_)
+    watchdog_->stop("rank " + std::to_string(topology_.rank) + " stopped: " + reason);
+  release_world(kind == StopKind::FailedAlone ? WorldEnd::Abandon : WorldEnd::Finalize);
   if (failed_) log_warn("runtime stopped: " + reason);
   if (kind == StopKind::PeerLeft) log_info("runtime stopped: " + reason);
 }
@@ -240,12 +236,15 @@ std::string Runtime::stop_reason() const {
   return stop_reason_;
 }
 
-void Runtime::release_world() {
+void Runtime::release_world(WorldEnd end) {
   if (watchdog_) watchdog_->stop();
   for (auto& backend : backends_) backend->shutdown();
   process_sets_.clear();
   timeline_.stop();
-  world_->finalize();
+  if (end == WorldEnd::Abandon)
+    world_->abandon();
+  else
+    world_->finalize();
 }
 
 std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entries, std::vector<Request> requests,

@@ -133,8 +133,10 @@ class Runtime {
   // Watchdog thread: the background thread is stuck; fail every operation and give up on it.
   void abandon(const std::string& reason);
   void shut_down_on_background_thread(StopKind kind, const std::string& reason);
-  // Backends first (they may still use the world), then the sets' groups, the timeline, the world.
-  void release_world();
+  // Backends first (they may still use the world), then the sets' groups, the timeline, the world
+  // (finalized, or given up where peers may never finalize: see world.h).
+  enum class WorldEnd { Finalize, Abandon };
+  void release_world(WorldEnd end = WorldEnd::Finalize);
   // Process sets (runtime_process_sets.cc).
   std::unique_ptr<Controller> make_controller(const ProcessSetState& set);
   std::vector<int> check_member(int process_set_id, const std::string& op);  // under the table's lock

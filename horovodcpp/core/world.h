@@ -44,6 +44,9 @@ class World {
                                 CommScope scope) = 0;
   // Releases the transport (MPI_Finalize when the runtime initialized MPI).
   virtual void finalize() = 0;
+  // Gives the transport up without finalizing it, now and at destruction: for a rank whose peers
+  // may stay inside a collective for good (MPI_Finalize would wait for them).
+  virtual void abandon() = 0;
 };
 
 }  // namespace hvd::detail

@@ -123,6 +123,7 @@ class FakeWorld final : public detail::World {
     return detail::Status::error("the fake world has no host collectives");
   }
   void finalize() override { cluster_.log(rank_, "world finalized"); }
+  void abandon() override { cluster_.log(rank_, "world abandoned"); }
 
  private:
   FakeCluster& cluster_;
