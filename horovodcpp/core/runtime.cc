@@ -225,7 +225,7 @@ void Runtime::shut_down_on_background_thread(StopKind kind, const std::string& r
   // is given up instead. Otherwise a peer that shut down waits in MPI_Finalize until this rank
   // finalizes too: do it now rather than at this rank's own hvd::shutdown().
   if (kind == StopKind::FailedAlone && watchdog_)
-    watchdog_->stop("rank " + std::to_string(topology_.rank) + " stopped: " + reason);
+    watchdog_->stop(reason);
   release_world(kind == StopKind::FailedAlone ? WorldEnd::Abandon : WorldEnd::Finalize);
   if (failed_) log_warn("runtime stopped: " + reason);
   if (kind == StopKind::PeerLeft) log_info("runtime stopped: " + reason);

@@ -75,7 +75,11 @@ void Watchdog::stop() {
 
 void Watchdog::stop(const std::string& reason) {
   stop();
-  channel_.send_failure(reason);  // the thread has ended: the channel is this caller's now
+  tell_every_rank(reason);  // the thread has ended: the channel is this caller's now
+}
+
+void Watchdog::tell_every_rank(const std::string& reason) {
+  channel_.send_failure("rank " + std::to_string(rank_) + " stopped: " + reason);
 }
 
 void Watchdog::main() {
@@ -121,7 +125,7 @@ bool Watchdog::check(Clock::time_point now) {
   }
   // See Note [A failed process set stops every rank] (cycle.h).
   if (const auto held = progress_.held_failure(); held && now - held->second >= kHeldFailureGrace) {
-    channel_.send_failure("rank " + std::to_string(rank_) + " stopped: " + held->first);
+    tell_every_rank(held->first);
     on_fatal_(held->first + "; no global round followed, so this rank told every rank and ends its collectives");
     return true;
   }

@@ -58,6 +58,8 @@ class Watchdog {
   static std::string describe_ranks(const std::vector<int>& ranks);  // "rank 1" / "ranks 1, 3"
 
  private:
+  // "rank R stopped: <reason>" to every other rank over the liveness channel.
+  void tell_every_rank(const std::string& reason);
   void main();
   bool check(std::chrono::steady_clock::time_point now);  // one tick; true when fatal fired
 
