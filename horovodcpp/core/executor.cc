@@ -126,12 +126,10 @@ void Executor::execute(const Response& response, ProcessSetState& set, std::vect
   if (response.type == ResponseType::Error) {
     for (auto& e : entries) timeline_.start_op(e.name, "ERROR", {{"error", response.error}});
     finish(entries, Status::error(response.error));
-    entries.clear();
     return;
   }
   if (set.id == 0 && is_process_set_change(response)) {
     change_process_sets(response, entries);
-    entries.clear();
     return;
   }
   if (response.type == ResponseType::Join) {
@@ -139,7 +137,6 @@ void Executor::execute(const Response& response, ProcessSetState& set, std::vect
     for (auto& e : entries)
       if (e.handle) e.handle->join_result = response.last_joined_rank;
     finish(entries, Status::ok());
-    entries.clear();
     return;
   }
   std::string why;
@@ -149,21 +146,16 @@ void Executor::execute(const Response& response, ProcessSetState& set, std::vect
   if (op == nullptr) {
     finish(entries, Status::error(std::string(response_type_name(response.type)) + " of " +
                                   joined_names(response.names) + " failed: " + why));
-    entries.clear();
     return;
   }
   for (auto& e : entries) timeline_.queue_end(e.name);
   // An exception goes to run(): see Note [An exception in the executor stops every rank].
   Status status = op->execute(entries, response, group);
-  if (status.in_progress_now()) {
-    entries.clear();  // the op completes them
-    return;
-  }
+  if (status.in_progress_now()) return;  // the op completes them
   if (!status.is_ok())
     status = Status::error(std::string(response_type_name(response.type)) + " of " + joined_names(response.names) +
                            " failed on rank " + std::to_string(rank_) + ": " + status.message());
   finish(entries, status);
-  entries.clear();
 }
 
 void Executor::finish(std::vector<TensorTableEntry>& entries, const Status& status) {

@@ -53,8 +53,8 @@ class Executor {
   void abort_pending(const std::string& reason);
 
  private:
-  // Runs one response. `entries` holds what it took from the queue until their handles are
-  // completed or handed to an op that completes them later.
+  // Runs one response. `entries` (cleared first) holds what it took from the queue, so that
+  // run() can fail them when the response throws.
   void execute(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries);
   // Appends this rank's entries for the response's names, in order.
   void entries_for(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries);
