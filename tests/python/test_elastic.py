@@ -1,5 +1,6 @@
 """horovod.torch.elastic on horovodcpp's commit store: TorchState commits, restores and syncs a
 model, an optimizer, a sampler and plain values; ElasticSampler lays out the rest of an epoch.
+As in Horovod, restore() goes back to this state's own last snapshot, on this rank alone.
 (elastic_relaunch.sh runs a job that stops for a change of hosts and resumes at another size.)"""
 import os
 
@@ -70,6 +71,54 @@ def test_reset_callbacks_run_only_after_a_restore_at_another_size(state):
     assert calls == [hvd.size()]
 
 
+def test_restore_without_a_commit_goes_back_to_the_state_as_built(state, rank):
+    built = weights(state.model).clone()
+    with torch.no_grad():
+        for p in state.model.parameters():
+            p.mul_(3.0)
+    state.batch, state.note = 99, "changed"
+    state.restore()
+    assert torch.equal(weights(state.model), built)  # this rank's own, not rank 0's
+    assert (state.epoch, state.batch, state.note) == (1, rank, "r%d" % rank)
+
+
+def test_save_and_restore_are_local(state, rank):
+    if rank == 0:  # a collective here would leave rank 0 waiting alone
+        state.batch = 5
+        state.save()
+        state.batch = 6
+        state.restore()
+        assert state.batch == 5
+    total = hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum, name="elastic.local")
+    assert total.item() == hvd.size()
+    state.restore()
+    assert state.batch == (5 if rank == 0 else rank)
+
+
+def test_two_states_keep_their_own_snapshots(state, rank):
+    other = hvd.elastic.TorchState(torch.nn.Linear(2, 2), epoch=30)
+    state.commit()
+    other.epoch = 31
+    other.commit()
+    other.epoch, state.epoch = 32, 8
+    state.restore()
+    other.restore()
+    assert (state.epoch, other.epoch) == (1, 31)
+    assert not hasattr(other, 'sampler')
+
+
+def test_sync_lays_the_sampler_out_again_on_every_rank(state, rank, size):
+    sampler = state.sampler  # 10 samples
+    if rank == 0:
+        sampler.record_batch(0, 1)  # rank 0 alone has processed `size` samples
+    state.sync()
+    assert sampler.processed_num == size
+    assert len(sampler) == -(-(10 - size) // size)
+    assert len(list(iter(sampler))) == len(sampler)
+    state.restore()  # the synced state is the snapshot
+    assert sampler.processed_num == size
+
+
 def test_elastic_sampler_covers_the_rest_of_the_epoch(rank, size):
     dataset = list(range(23))
     sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=1)
@@ -95,3 +144,15 @@ def test_elastic_sampler_covers_the_rest_of_the_epoch(rank, size):
     assert order == mine  # iterating does not move the sampler
     sampler.set_epoch(4)
     assert sampler.processed_num == 0 and list(iter(sampler)) != mine
+
+
+def test_resuming_a_commit_of_another_shape_names_what_is_missing(state, rank):
+    state.commit()  # holds a sampler named 'sampler'
+    bare = hvd.elastic.TorchState(torch.nn.Linear(3, 2), epoch=0)
+
+    @hvd.elastic.run
+    def train(s):
+        raise AssertionError("resumed from a commit this state cannot hold")
+
+    with pytest.raises(ValueError, match="ElasticSampler named 'sampler'"):
+        train(bare)

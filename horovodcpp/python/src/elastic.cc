@@ -1,5 +1,5 @@
 // The commit store behind horovod.torch.elastic: a Python state object becomes an
-// hvd::elastic::State whose bytes come from its _save_bytes() and go back through
+// hvd::elastic::State whose bytes come from its _core_bytes() and go back through
 // _load_bytes(), so commits, the restore agreement and the stop for a change of hosts are the
 // core's (docs/elastic.md). Every method is a collective and runs with the GIL released; the
 // callbacks into Python take it back.
@@ -25,7 +25,7 @@ class PythonState final : public elastic::State {
  protected:
   std::string serialize() const override {
     py::gil_scoped_acquire gil;
-    return owner_.attr("_save_bytes")().cast<std::string>();
+    return owner_.attr("_core_bytes")().cast<std::string>();
   }
   void deserialize(const std::string& bytes) override {
     py::gil_scoped_acquire gil;

@@ -19,7 +19,7 @@ from horovod.torch.mpi_ops import init, is_initialized, shutdown
 
 
 def run(func):
-    """Decorates ``func(state, ...)``: initializes horovodcpp if needed, restores ``state`` from
+    """Decorates ``func(state, ...)``: initializes horovodcpp if needed, resumes ``state`` from
     the newest commit, calls ``func``; when a commit stops the run for a change of hosts, shuts
     down and exits with the code hvdrun relaunches on. Any other exception propagates (hvdrun
     then relaunches without the failed slot)."""

@@ -20,6 +20,7 @@ class TorchState(State):
         object.__setattr__(self, 'model', model)
         object.__setattr__(self, 'optimizer', optimizer)
         object.__setattr__(self, '_values', dict(kwargs))
+        self.save()
 
     def __getattr__(self, name):
         values = self.__dict__.get('_values', {})
@@ -58,5 +59,17 @@ class TorchState(State):
         if self.optimizer is not None and 'optimizer' in state:
             self.optimizer.load_state_dict(state['optimizer'])
         for name, sampler_state in state['samplers'].items():
-            self._values[name].load_state_dict(sampler_state)
+            sampler = self._values.get(name)
+            if not isinstance(sampler, ElasticSampler):
+                raise ValueError("TorchState: the state being loaded has an ElasticSampler named %r, "
+                                 "which this TorchState does not hold (it holds %s)"
+                                 % (name, sorted(self._values) or "no named values"))
+            sampler.load_state_dict(sampler_state)
         self._values.update(state['values'])
+
+    def _relayout(self):
+        # Rank 0 keeps its own state through a sync, and a load lays a sampler out again only
+        # on the ranks that loaded: every rank lays out the rest of the epoch the same way.
+        for value in self._values.values():
+            if isinstance(value, ElasticSampler):
+                value.reset()
