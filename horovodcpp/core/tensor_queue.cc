@@ -1,6 +1,7 @@
 #include "core/tensor_queue.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace hvd::detail {
 namespace {
@@ -24,25 +25,47 @@ void TensorQueue::end_batch() {
   requests_arrived_.notify_all();
 }
 
+std::size_t TensorQueue::KeyHash::operator()(const Key& key) const {
+  return std::hash<std::string>{}(key.second) ^ static_cast<std::size_t>(key.first);
+}
+
 std::optional<std::string> TensorQueue::add(std::vector<TensorTableEntry> entries, std::vector<Request> requests,
                                             const std::function<void(const std::vector<Request>&)>& accepted) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return closed_reason_;
   const bool burst = !table_.empty();
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto& name = entries[i].name;
-    bool repeated_in_call = false;
-    for (std::size_t j = 0; j < i; ++j) repeated_in_call |= entries[j].name == name;
-    const std::int32_t set = entries[i].process_set_id;
-    if (table_.count({set, name}) || repeated_in_call)
-      return "tensor '" + display_name(name) + "' is already in flight on this rank" +
+  // Each entry goes in with one lookup; when a name is refused (in flight already, or twice in
+  // this call), the entries of this call added before it are taken out again, so the add stays
+  // all or nothing. Keys are held by address: an insert may rehash, which moves no element but
+  // invalidates iterators.
+  std::vector<const Key*> added;
+  added.reserve(entries.size() > 1 ? entries.size() : 0);  // a lone entry needs no list
+  const Key* last = nullptr;
+  auto take_back = [&] {
+    if (last != nullptr) added.push_back(last);
+    for (const Key* key : added) table_.erase(Key(*key));  // a copy: erase must not read the freed key
+  };
+  for (auto& e : entries) {
+    Key key{e.process_set_id, std::move(e.name)};
+    // try_emplace leaves `key` and `e` as they were when the name is there already.
+    auto [it, fresh] = table_.try_emplace(std::move(key), std::move(e));
+    if (!fresh) {
+      take_back();
+      const std::int32_t set = key.first;
+      return "tensor '" + display_name(key.second) + "' is already in flight on this rank" +
              (set == 0 ? std::string() : " in process set " + std::to_string(set)) +
              ": names must be unique among pending operations (wait for the first before submitting it again)";
+    }
+    if (last != nullptr) added.push_back(last);
+    last = &it->first;
   }
-  if (accepted) accepted(requests);
-  for (auto& e : entries) {
-    Key key{e.process_set_id, e.name};
-    table_.emplace(std::move(key), std::move(e));
+  if (accepted) {
+    try {
+      accepted(requests);
+    } catch (...) {
+      take_back();
+      throw;
+    }
   }
   for (auto& r : requests) requests_.push_back(std::move(r));
   const bool batched = t_batch_depth > 0;
@@ -63,6 +86,9 @@ std::vector<Request> TensorQueue::pop_requests() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Request> out;
   out.swap(requests_);
+  // The next cycle's submissions fill room for as many as the last held, instead of growing
+  // the list (and moving every request) from nothing on the submitting threads.
+  requests_.reserve(out.capacity());
   settle_.on_cycle_start();
   return out;
 }
@@ -71,11 +97,14 @@ std::vector<TensorTableEntry> TensorQueue::take(const std::vector<std::string>& 
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TensorTableEntry> out;
   out.reserve(names.size());
+  Key probe{process_set_id, std::string()};  // one buffer for every name looked up
   for (const auto& n : names) {
-    auto it = table_.find({process_set_id, n});
+    probe.second = n;
+    auto it = table_.find(probe);
     if (it == table_.end()) continue;
-    out.push_back(std::move(it->second));
-    table_.erase(it);
+    auto node = table_.extract(it);
+    node.mapped().name = std::move(node.key().second);
+    out.push_back(std::move(node.mapped()));
   }
   return out;
 }
@@ -112,8 +141,7 @@ void TensorQueue::record_cycle_start(bool ahead_of_others) {
 
 bool TensorQueue::has_entries(std::int32_t process_set_id) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = table_.lower_bound({process_set_id, std::string()});
-  return it != table_.end() && it->first.first == process_set_id;
+  return std::any_of(table_.begin(), table_.end(), [&](const auto& kv) { return kv.first.first == process_set_id; });
 }
 
 std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
@@ -121,9 +149,18 @@ std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
   closed_ = true;
   closed_reason_ = reason;
   std::vector<TensorTableEntry> out;
-  for (auto& [name, e] : table_) out.push_back(std::move(e));
+  out.reserve(table_.size());
+  for (auto& [key, e] : table_) {
+    out.push_back(std::move(e));
+    out.back().name = key.second;
+  }
   table_.clear();
   requests_.clear();
+  // By set, then name, as when the table was ordered: a group's handle fails with its first
+  // member's message.
+  std::sort(out.begin(), out.end(), [](const TensorTableEntry& a, const TensorTableEntry& b) {
+    return std::tie(a.process_set_id, a.name) < std::tie(b.process_set_id, b.name);
+  });
   return out;
 }
 

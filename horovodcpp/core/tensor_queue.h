@@ -9,10 +9,10 @@
 #include <utility>
 #include <condition_variable>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/settle_window.h"
@@ -58,8 +58,16 @@ class TensorQueue {
  private:
   mutable std::mutex mutex_;
   std::condition_variable requests_arrived_;
-  using Key = std::pair<std::int32_t, std::string>;  // (process set id, name)
-  std::map<Key, TensorTableEntry> table_;
+  // (process set id, name). While its entry waits, the name lives in the key: add moves it out
+  // of the entry and take moves it back, so a submission does not copy it once more.
+  using Key = std::pair<std::int32_t, std::string>;
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const;
+  };
+  // Hashed: a submission looks its name up once, where an ordered map compared it with a path
+  // of names that often share a long prefix (docs/benchmarks.md, "The submit path").
+  using Table = std::unordered_map<Key, TensorTableEntry, KeyHash>;
+  Table table_;
   std::vector<Request> requests_;
   SettleWindow settle_{std::chrono::milliseconds(1)};
   int open_batches_ = 0;  // threads inside a batch

@@ -92,3 +92,78 @@ TEST_CASE("a submission held by the settle window ends the wait early without be
   CHECK(queue.pop_requests().size() == 1);
   CHECK_FALSE(queue.has_waiting_requests());
 }
+
+namespace {
+
+TensorTableEntry entry(const std::string& name, std::int32_t set, int handle_index = 0) {
+  TensorTableEntry e;
+  e.name = name;
+  e.process_set_id = set;
+  e.handle_index = handle_index;
+  return e;
+}
+
+Request request(const std::string& name) {
+  Request r;
+  r.name = name;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an add with a name in flight adds none of its entries", "[tensor_queue]") {
+  TensorQueue queue;
+  REQUIRE_FALSE(queue.add({entry("b", 0)}, {request("b")}).has_value());
+  // "b" is refused after "a" went in: "a" must come out again, and "c" never go in.
+  const auto error =
+      queue.add({entry("a", 0), entry("b", 0), entry("c", 0)}, {request("a"), request("b"), request("c")});
+  REQUIRE(error.has_value());
+  CHECK(error->find("tensor 'b' is already in flight on this rank") != std::string::npos);
+  CHECK(queue.pop_requests().size() == 1);  // only the first add's
+  // A name twice in one call is refused too, and leaves nothing behind.
+  const auto twice = queue.add({entry("x", 0), entry("x", 0)}, {request("x"), request("x")});
+  REQUIRE(twice.has_value());
+  CHECK(twice->find("tensor 'x'") != std::string::npos);
+  // So these all go in now, and come back with their names and fields.
+  REQUIRE_FALSE(queue.add({entry("a", 0, 1), entry("c", 0, 2), entry("x", 0, 3)}, {}).has_value());
+  const auto taken = queue.take({"x", "a", "missing", "c", "b"});
+  REQUIRE(taken.size() == 4);
+  CHECK(taken[0].name == "x");
+  CHECK(taken[0].handle_index == 3);
+  CHECK(taken[1].name == "a");
+  CHECK(taken[1].handle_index == 1);
+  CHECK(taken[2].name == "c");
+  CHECK(taken[3].name == "b");
+  CHECK(queue.take({"a"}).empty());  // taken once only
+  CHECK_FALSE(queue.has_entries(0));
+}
+
+TEST_CASE("names are unique per process set, and each set's entries are its own", "[tensor_queue]") {
+  TensorQueue queue;
+  REQUIRE_FALSE(queue.add({entry("g", 0)}, {}).has_value());
+  REQUIRE_FALSE(queue.add({entry("g", 2)}, {}).has_value());  // same name, other set
+  const auto error = queue.add({entry("g", 2)}, {});
+  REQUIRE(error.has_value());
+  CHECK(error->find("tensor 'g' is already in flight on this rank in process set 2") != std::string::npos);
+  CHECK(queue.has_entries(0));
+  CHECK(queue.has_entries(2));
+  CHECK_FALSE(queue.has_entries(1));
+  CHECK(queue.take({"g"}, 1).empty());
+  REQUIRE(queue.take({"g"}, 2).size() == 1);
+  CHECK_FALSE(queue.has_entries(2));
+  CHECK(queue.has_entries(0));
+}
+
+TEST_CASE("closing returns every entry by set and name, and refuses later adds", "[tensor_queue]") {
+  TensorQueue queue;
+  REQUIRE_FALSE(queue.add({entry("g.1", 1), entry("g.0", 1)}, {}).has_value());
+  for (const char* name : {"m", "b", "z", "a"}) REQUIRE_FALSE(queue.add({entry(name, 0)}, {request(name)}).has_value());
+  const auto left = queue.close("stopped for the test");
+  std::vector<std::pair<std::int32_t, std::string>> got;
+  for (const auto& e : left) got.emplace_back(e.process_set_id, e.name);
+  const std::vector<std::pair<std::int32_t, std::string>> want{
+      {0, "a"}, {0, "b"}, {0, "m"}, {0, "z"}, {1, "g.0"}, {1, "g.1"}};
+  CHECK(got == want);
+  CHECK_FALSE(queue.has_waiting_requests());
+  CHECK(queue.add({entry("late", 0)}, {}) == std::optional<std::string>("stopped for the test"));
+}
