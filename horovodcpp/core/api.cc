@@ -129,9 +129,9 @@ void check_group_counts(const char* what, const std::string& group, std::size_t 
 }
 
 // The set an operation on `name` runs in (see detail::resolve_process_set); `ranks` its members.
-int set_for(detail::Runtime& rt, const ProcessSet& set, const std::string& op, const std::string& name,
+int set_for(detail::Runtime& rt, const ProcessSet& set, const char* op, const std::string& name,
             std::vector<int>* ranks = nullptr) {
-  return detail::resolve_process_set(rt, set, op + " of '" + name + "'", ranks);
+  return detail::resolve_process_set(rt, set, [&] { return op + (" of '" + name + "'"); }, ranks);
 }
 
 // Generated names count per set, so ranks that also work in other sets still agree on them.
@@ -455,7 +455,7 @@ Handle withdraw(const std::string& name, const std::string& reason, const Proces
 
 void barrier(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::barrier()");
-  const int set = detail::resolve_process_set(rt, process_set, "hvd::barrier()", nullptr);
+  const int set = detail::resolve_process_set(rt, process_set, [] { return std::string("hvd::barrier()"); }, nullptr);
   // Barrier names count per set, so ranks that wait in different sets still agree on them.
   auto e = detail::checked_entry(detail::RequestType::Barrier, "hvd::barrier()",
                                  rt.generate_name(std::string(detail::kBarrierTensorPrefix) +
@@ -466,7 +466,7 @@ void barrier(const ProcessSet& process_set) {
 
 int join(const ProcessSet& process_set) {
   auto& rt = runtime("hvd::join()");
-  const int set = detail::resolve_process_set(rt, process_set, "hvd::join()", nullptr);
+  const int set = detail::resolve_process_set(rt, process_set, [] { return std::string("hvd::join()"); }, nullptr);
   auto e = detail::checked_entry(detail::RequestType::Join, "hvd::join()", detail::kJoinTensorName, {});
   detail::Request r = detail::request_for(e);
   std::vector<detail::TensorTableEntry> entries;

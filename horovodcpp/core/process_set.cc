@@ -119,18 +119,18 @@ void remove_process_set(const ProcessSet& process_set) {
 
 namespace detail {
 
-int resolve_process_set(Runtime& runtime, const ProcessSet& set, const std::string& op, std::vector<int>* ranks) {
+int resolve_process_set(Runtime& runtime, const ProcessSet& set, const std::function<std::string()>& op,
+                        std::vector<int>* ranks) {
   auto identity = ProcessSetAccess::identity(set);
   if (!identity) {
-    if (ranks != nullptr) *ranks = runtime.process_set_ranks(0, op);
+    if (ranks != nullptr) runtime.check_process_set(0, op, ranks);
     return 0;
   }
   const int id = identity->id.load();
   if (id < 0)
-    throw InvalidArgument(op + ": " + set.describe() + " cannot be used" +
+    throw InvalidArgument(op() + ": " + set.describe() + " cannot be used" +
                 (identity->removed.load() ? "" : "; register it with hvd::init(process_sets) or hvd::add_process_set()"));
-  std::vector<int> members = runtime.process_set_ranks(id, op);
-  if (ranks != nullptr) *ranks = std::move(members);
+  runtime.check_process_set(id, op, ranks);
   return id;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +34,10 @@ Runtime& running_runtime(const std::string& caller);
 // The runtime between hvd::init() and hvd::shutdown(), running or not.
 Runtime& initialized_runtime_for(const std::string& caller);
 
-// The id of the set an operation runs in; throws naming `op` when the set is not registered
-// (never, or removed) or this rank is not in it. `ranks` gets the set's global ranks.
-int resolve_process_set(Runtime& runtime, const ProcessSet& set, const std::string& op, std::vector<int>* ranks);
+// The id of the set an operation runs in; throws naming `op()` when the set is not registered
+// (never, or removed) or this rank is not in it. `ranks`, when not null, gets the set's global
+// ranks. `op` runs only to write an error, so a submission builds no message it does not throw.
+int resolve_process_set(Runtime& runtime, const ProcessSet& set, const std::function<std::string()>& op,
+                        std::vector<int>* ranks);
 
 }  // namespace hvd::detail

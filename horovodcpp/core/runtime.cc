@@ -264,10 +264,11 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
   // Held across the add, so a set cannot be removed between the check and the add.
   std::lock_guard<std::mutex> lock(process_sets_.mutex());
   if (process_set_id != 0) {
-    const std::string op = requests.empty() ? std::string("operation")
-                                            : std::string(request_type_name(requests.front().type)) + " of '" +
-                                                  display_name(entries.front().name) + "'";
-    check_member(process_set_id, op);
+    check_member(process_set_id, [&] {
+      return requests.empty() ? std::string("operation")
+                              : std::string(request_type_name(requests.front().type)) + " of '" +
+                                    display_name(entries.front().name) + "'";
+    });
   }
   live_handles_.track(state);
   // The negotiation opens at the submission: the request may wait for a cycle another rank

@@ -100,9 +100,9 @@ class Runtime {
   // hvd::SubmissionBatch on the calling thread (TensorQueue::begin_batch).
   void begin_batch() { queue_.begin_batch(); }
   void end_batch() { queue_.end_batch(); }
-  // The global ranks of a registered set this rank belongs to; throws hvd::Error otherwise,
-  // naming `op` and the set. Any thread.
-  std::vector<int> process_set_ranks(int process_set_id, const std::string& op);
+  // Throws hvd::Error naming `op()` and the set unless it is registered and this rank is in it;
+  // `ranks`, when not null, gets its global ranks (copied only then). Any thread.
+  void check_process_set(int process_set_id, const std::function<std::string()>& op, std::vector<int>* ranks);
   bool dynamic_process_sets() const { return settings_.dynamic_process_sets; }
   // The controller's counters as of the last cycle (any thread; tests and benchmarks).
   ControllerStats controller_stats() const;
@@ -139,7 +139,8 @@ class Runtime {
   void release_world(WorldEnd end = WorldEnd::Finalize);
   // Process sets (runtime_process_sets.cc).
   std::unique_ptr<Controller> make_controller(const ProcessSetState& set);
-  std::vector<int> check_member(int process_set_id, const std::string& op);  // under the table's lock
+  // Under the table's lock; `op()` runs only to write an error.
+  const std::vector<int>& check_member(int process_set_id, const std::function<std::string()>& op);
   std::string create_initial_process_sets();  // collective; "" or why the ranks disagree
 
   Settings settings_;

@@ -62,20 +62,21 @@ std::string Runtime::create_initial_process_sets() {
   return {};
 }
 
-std::vector<int> Runtime::check_member(int process_set_id, const std::string& op) {
+const std::vector<int>& Runtime::check_member(int process_set_id, const std::function<std::string()>& op) {
   ProcessSetState* set = process_sets_.find(process_set_id);
   if (set == nullptr)
-    throw InvalidArgument(op + ": process set " + std::to_string(process_set_id) +
+    throw InvalidArgument(op() + ": process set " + std::to_string(process_set_id) +
                           (process_sets_.was_removed(process_set_id) ? " was removed" : " is not registered"));
   if (!set->member())
-    throw InvalidArgument(op + ": rank " + std::to_string(topology_.rank) + " is not in " +
+    throw InvalidArgument(op() + ": rank " + std::to_string(topology_.rank) + " is not in " +
                           describe_process_set(set->id, set->ranks) + "; only its ranks may submit to it");
   return set->ranks;
 }
 
-std::vector<int> Runtime::process_set_ranks(int process_set_id, const std::string& op) {
+void Runtime::check_process_set(int process_set_id, const std::function<std::string()>& op, std::vector<int>* ranks) {
   std::lock_guard<std::mutex> lock(process_sets_.mutex());
-  return check_member(process_set_id, op);
+  const std::vector<int>& members = check_member(process_set_id, op);
+  if (ranks != nullptr) *ranks = members;
 }
 
 }  // namespace hvd::detail
