@@ -101,10 +101,11 @@ detail::Submitted allocating(TensorPtr input, OutputAllocator allocate_output, R
 }
 
 Handle enqueue_one(detail::Runtime& rt, detail::TensorTableEntry e, int process_set_id) {
-  detail::Request r = detail::request_for(e);
+  std::vector<detail::Request> requests;  // not {request}: a braced list would copy it
+  requests.push_back(detail::request_for(e));
   std::vector<detail::TensorTableEntry> entries;
   entries.push_back(std::move(e));
-  return Handle(rt.enqueue(std::move(entries), {std::move(r)}, process_set_id));
+  return Handle(rt.enqueue(std::move(entries), std::move(requests), process_set_id));
 }
 
 // One handle for a group's entries, enqueued atomically; the coordinator releases the members
@@ -175,20 +176,28 @@ Handle withdraw_requests(detail::Runtime& rt, int set, std::vector<detail::Reque
   return Handle(rt.enqueue(std::move(entries), std::move(requests), set));
 }
 
-// Runs this rank's argument checks of a collective; when one throws, its names are withdrawn
-// before the error reaches the caller. See Note [A collective one rank cannot run fails on every rank].
-template <class Checks>
-void check_or_withdraw(detail::Runtime& rt, int set, const std::vector<detail::Request>& requests, Checks&& checks) {
+// Runs this rank's argument checks of a collective; when one throws, its names (the requests
+// `withdrawn()` makes, only then) are withdrawn before the error reaches the caller. See
+// Note [A collective one rank cannot run fails on every rank].
+template <class Withdrawn, class Checks>
+void check_or_withdraw(detail::Runtime& rt, int set, Withdrawn&& withdrawn, Checks&& checks) {
   try {
     checks();
   } catch (const Error& e) {
     try {
-      withdraw_requests(rt, set, requests, e.what());
+      withdraw_requests(rt, set, withdrawn(), e.what());
     } catch (const Error&) {
       // In flight here already, or the runtime stopped: nothing more to tell the peers.
     }
     throw;
   }
+}
+
+// The one name of a collective that is not grouped, for check_or_withdraw.
+std::vector<detail::Request> alone(detail::RequestType type, const std::string& name) {
+  std::vector<detail::Request> out;
+  out.push_back(named(type, name));
+  return out;
 }
 
 std::vector<detail::Request> group_members(detail::RequestType type, const std::string& group, std::size_t n) {
@@ -297,7 +306,7 @@ Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions
   auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
   submitted.reduction = detail::reduction_of(options);
   detail::TensorTableEntry e;
-  check_or_withdraw(rt, set, {named(detail::RequestType::Allreduce, name)}, [&] {
+  check_or_withdraw(rt, set, [&] { return alone(detail::RequestType::Allreduce, name); }, [&] {
     e = detail::checked_entry(detail::RequestType::Allreduce, "allreduce", name, std::move(submitted));
   });
   return enqueue_one(rt, std::move(e), set);
@@ -309,7 +318,8 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
   const std::string group = name_or_generated(rt, options.name, "grouped_allreduce", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allreduce", group);
   std::vector<detail::TensorTableEntry> entries;
-  check_or_withdraw(rt, set, group_members(detail::RequestType::Allreduce, group, inputs.size()), [&] {
+  auto members = [&] { return group_members(detail::RequestType::Allreduce, group, inputs.size()); };
+  check_or_withdraw(rt, set, members, [&] {
     check_group_counts("grouped_allreduce", group, inputs.size(), ready.size());
     if (outputs.size() != inputs.size())
       throw InvalidArgument("grouped_allreduce '" + group + "': " + std::to_string(inputs.size()) + " inputs but " +
@@ -330,7 +340,8 @@ Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator al
   const std::string group = name_or_generated(rt, options.name, "grouped_allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allgather", group);
   std::vector<detail::TensorTableEntry> entries;
-  check_or_withdraw(rt, set, group_members(detail::RequestType::Allgather, group, inputs.size()), [&] {
+  auto members = [&] { return group_members(detail::RequestType::Allgather, group, inputs.size()); };
+  check_or_withdraw(rt, set, members, [&] {
     check_group_counts("grouped_allgather", group, inputs.size(), ready.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       entries.push_back(detail::checked_entry(detail::RequestType::Allgather, "grouped_allgather",
@@ -347,7 +358,8 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
   const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_reducescatter", group);
   std::vector<detail::TensorTableEntry> entries;
-  check_or_withdraw(rt, set, group_members(detail::RequestType::Reducescatter, group, inputs.size()), [&] {
+  auto members = [&] { return group_members(detail::RequestType::Reducescatter, group, inputs.size()); };
+  check_or_withdraw(rt, set, members, [&] {
     check_group_counts("grouped_reducescatter", group, inputs.size(), ready.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       auto submitted = allocating(inputs[i], allocate_output, ready.empty() ? nullptr : ready[i]);
@@ -365,7 +377,7 @@ Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const A
   const std::string name = name_or_generated(rt, options.name, "allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "allgather", name);
   detail::TensorTableEntry e;
-  check_or_withdraw(rt, set, {named(detail::RequestType::Allgather, name)}, [&] {
+  check_or_withdraw(rt, set, [&] { return alone(detail::RequestType::Allgather, name); }, [&] {
     e = detail::checked_entry(detail::RequestType::Allgather, "allgather", name,
                               allocating(std::move(input), std::move(allocate_output), std::move(ready)));
   });
@@ -381,7 +393,7 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
   // runs on the set's communicator, where the root is its index among the members.
   const auto root_at = std::find(members.begin(), members.end(), options.root);
   detail::TensorTableEntry e;
-  check_or_withdraw(rt, set, {named(detail::RequestType::Broadcast, name)}, [&] {
+  check_or_withdraw(rt, set, [&] { return alone(detail::RequestType::Broadcast, name); }, [&] {
     auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
     e = detail::checked_entry(detail::RequestType::Broadcast, "broadcast", name, std::move(submitted));
     if (root_at == members.end()) {
@@ -404,7 +416,7 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
   const int set = set_for(rt, options.process_set, "alltoall", name, &members);
   std::vector<std::int64_t> splits = options.splits;
   detail::TensorTableEntry e;
-  check_or_withdraw(rt, set, {named(detail::RequestType::Alltoall, name)}, [&] {
+  check_or_withdraw(rt, set, [&] { return alone(detail::RequestType::Alltoall, name); }, [&] {
     e = detail::checked_entry(detail::RequestType::Alltoall, "alltoall", name,
                               allocating(std::move(input), std::move(allocate_output), std::move(ready)));
     const int size = static_cast<int>(members.size());
@@ -439,7 +451,7 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
   auto submitted = allocating(std::move(input), std::move(allocate_output), std::move(ready));
   submitted.reduction = detail::reduction_of(options);
   detail::TensorTableEntry e;
-  check_or_withdraw(rt, set, {named(detail::RequestType::Reducescatter, name)}, [&] {
+  check_or_withdraw(rt, set, [&] { return alone(detail::RequestType::Reducescatter, name); }, [&] {
     e = detail::checked_entry(detail::RequestType::Reducescatter, "reducescatter", name, std::move(submitted));
   });
   return enqueue_one(rt, std::move(e), set);
