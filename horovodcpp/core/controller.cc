@@ -157,6 +157,7 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
   // Requests on invalidated slots, or any cached request while a rank has joined, go the slow way.
   std::vector<PendingCached> keep;
   std::vector<std::pair<int, Request>> hits;
+  hits.reserve(pending_cached_.size());
   const auto now = Clock::now();
   for (auto& p : pending_cached_) {
     const int slot = *cache_.slot_of(p.request.name);
@@ -173,6 +174,7 @@ std::vector<Response> Controller::take_cache_hits(const Agreement& agreement,
   std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
   std::vector<Response> responses;
+  responses.reserve(hits.size());
   for (const auto& [slot, request] : hits) {
     responses.push_back(cache_.response_at(slot));
     cache_.touch(slot);

@@ -93,10 +93,14 @@ bool Executor::run(const ResponseList& list, ProcessSetState& set, std::string* 
 }
 
 void Executor::entries_for(const Response& response, ProcessSetState& set, std::vector<TensorTableEntry>& entries) {
+  // One take for the whole response (one lock, not one per name); it keeps the names' order and
+  // skips the names this rank has no entry for, which get stand-ins here.
+  std::vector<TensorTableEntry> taken = queue_.take(response.names, set.id);
+  std::size_t next = 0;
+  entries.reserve(entries.size() + response.names.size());
   for (std::size_t i = 0; i < response.names.size(); ++i) {
-    auto taken = queue_.take({response.names[i]}, set.id);
-    if (!taken.empty()) {
-      entries.push_back(std::move(taken.front()));
+    if (next < taken.size() && taken[next].name == response.names[i]) {
+      entries.push_back(std::move(taken[next++]));
       continue;
     }
     const CollectiveTraits* traits = find_traits(response.type);

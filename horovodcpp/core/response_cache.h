@@ -6,9 +6,9 @@
 
 #include <cstdint>
 #include <list>
-#include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/message.h"
@@ -48,7 +48,7 @@ class ResponseCache {
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
   std::list<int> lru_;  // front: most recent
-  std::map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> by_name_;  // hashed: looked up several times per request and cycle
 };
 
 }  // namespace hvd::detail
