@@ -4,6 +4,7 @@
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstdint>
 #include <memory>
@@ -11,12 +12,18 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "horovodcpp/torch.h"
 #include "parameter_agreement.h"
 
 namespace hvd::torch::detail {
+
+// The owning pointer to a gradient accumulator, as impl::grad_accumulator returns it:
+// std::shared_ptr<Node> up to PyTorch 2.12, c10::intrusive_ptr<Node> from 2.13 on (pytorch#181782).
+// Both keep the accumulator, and so its hooks, alive.
+using AccumulatorPtr = decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 // Reduces the gradients of a set of named parameters across ranks while backward runs: hooks
 // on each parameter's gradient accumulator start its allreduce as soon as the gradient is
@@ -55,7 +62,7 @@ class GradientReducer {
     // negotiate and the timeline shows)
     AllreduceOptions collective;
     at::Tensor param;
-    std::shared_ptr<::torch::autograd::Node> accumulator;
+    AccumulatorPtr accumulator;
     std::uintptr_t hook_key = 0;
     const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;  // owned by the accumulator
     int passes = 0;        // backward passes accumulated locally since the last reduction
