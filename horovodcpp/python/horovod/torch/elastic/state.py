@@ -53,7 +53,9 @@ class TorchState(State):
         return buffer.getvalue()
 
     def _load_bytes(self, data):
-        state = torch.load(io.BytesIO(data))
+        # The bytes are this job's own commit. PyTorch 2.6 made weights_only=True the default, which
+        # refuses tracked values of other classes (TorchState takes any picklable value).
+        state = torch.load(io.BytesIO(data), weights_only=False)
         if self.model is not None and 'model' in state:
             self.model.load_state_dict(state['model'])
         if self.optimizer is not None and 'optimizer' in state:
