@@ -3,8 +3,8 @@
 # to C++20 in 2026 (pytorch#167929), and newer releases' headers refuse C++17 outright ("C++20 or
 # later compatible compiler is required to use ATen", pytorch#178150). So that code follows the
 # PyTorch it is built against, and the rest of the project stays C++17. AUTO: C++20 from PyTorch
-# 2.11 on (the first release after the move; reports differ on whether 2.12 or 2.13 is the first
-# that refuses C++17, and C++20 compiles all of them), C++17 before.
+# 2.11 on (the first release after the move; 2.14's release notes make it the first that refuses
+# C++17, and C++20 compiles all of them), C++17 before.
 set(HVD_TORCH_CXX_STANDARD AUTO CACHE STRING
     "C++ standard of the code that includes PyTorch headers: AUTO (20 from PyTorch 2.11 on, else 17), 17 or 20")
 set_property(CACHE HVD_TORCH_CXX_STANDARD PROPERTY STRINGS AUTO 17 20)
