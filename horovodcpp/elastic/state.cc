@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <optional>
 
 #include "core/logging.h"
@@ -80,6 +82,22 @@ void throw_if_any_failed(const std::string& failure, const std::string& what, co
   throw Error(what + " failed on rank " + std::to_string(failed) + " (see its error)");
 }
 
+// Runs step on this rank, then every rank learns whether it failed on any: a step that fails on
+// some ranks only (a state that cannot be read back on one of them) would otherwise leave the
+// others waiting alone in the next collective. A rank that failed rethrows its own exception (a
+// Python one stays itself); the others throw an Error naming the highest rank that failed.
+void agree_on(const std::function<void()>& step, const std::string& what, const std::string& name) {
+  std::exception_ptr error;
+  try {
+    step();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::int64_t failed = allreduce_int(error ? rank() : -1, ReduceOp::Max, name);
+  if (error) std::rethrow_exception(error);
+  if (failed >= 0) throw Error(what + " failed on rank " + std::to_string(failed) + " (see its error)");
+}
+
 }  // namespace
 
 State::State() { hvd::detail::install_host_notice_handler(); }
@@ -95,11 +113,18 @@ const std::string& State::store_dir() {
 }
 
 void State::commit() {
-  const std::string bytes = serialize();
   const std::int64_t id = commit_id_ + 1;
   std::int64_t failed_rank = -1;
   std::string failure;
-  if (local_rank() == 0) {
+  std::exception_ptr unserializable;  // rethrown as itself after the agreement below
+  std::string bytes;
+  try {
+    bytes = serialize();
+  } catch (...) {
+    unserializable = std::current_exception();
+    failed_rank = rank();
+  }
+  if (local_rank() == 0 && !unserializable) {
     try {
       CommitStore(store_dir()).write({id, size(), bytes});
     } catch (const std::exception& e) {
@@ -112,6 +137,7 @@ void State::commit() {
   // Also the point where every host has its copy: no rank stops before all have written.
   const auto agreed = allreduce_ints({hvd::detail::host_notice_pending() ? 1 : 0, failed_rank},
                                      ReduceOp::Max, "hvd.elastic.commit");
+  if (unserializable) std::rethrow_exception(unserializable);
   if (agreed[1] >= 0)
     throw Error("elastic commit " + std::to_string(id) + " failed on rank " +
                 std::to_string(agreed[1]) +
@@ -123,9 +149,12 @@ void State::commit() {
 }
 
 void State::sync() {
-  const std::string bytes = broadcast_string(rank() == 0 ? serialize() : std::string(), 0,
-                                             "hvd.elastic.sync");
-  if (rank() != 0) deserialize(bytes);
+  std::string bytes;
+  agree_on([&] { if (rank() == 0) bytes = serialize(); }, "elastic sync (saving rank 0's state)",
+           "hvd.elastic.sync.saved");
+  bytes = broadcast_string(bytes, 0, "hvd.elastic.sync");
+  agree_on([&] { if (rank() != 0) deserialize(bytes); }, "elastic sync (loading rank 0's state)",
+           "hvd.elastic.sync.loaded");
 }
 
 void State::restore() {
@@ -168,7 +197,8 @@ void State::restore() {
   payload = broadcast_string(payload, holder, "hvd.elastic.restore");
   if (taken_at == 0) throw Error("elastic restore: rank " + std::to_string(holder) +
                                  " could no longer read commit " + std::to_string(newest));
-  deserialize(payload);
+  agree_on([&] { deserialize(payload); }, "elastic restore (loading commit " + std::to_string(newest) + ")",
+           "hvd.elastic.loaded");
   failure.clear();
   if (local_rank() == 0 && mine != newest) {
     try {

@@ -159,3 +159,26 @@ def test_resuming_a_commit_of_another_shape_names_what_is_missing(state, rank):
 
     with pytest.raises(ValueError, match="ElasticSampler named 'sampler'"):
         train(bare)
+
+
+class LoadsNowhereButRankZero(hvd.elastic.TorchState):
+    def _load_bytes(self, data):
+        if hvd.rank() != 0:
+            raise ValueError("rank %d cannot load this state" % hvd.rank())
+        super()._load_bytes(data)
+
+
+def test_a_load_failing_on_some_ranks_fails_sync_on_every_rank(rank, size):
+    if size < 2:
+        pytest.skip("needs a rank that loads in a sync")
+    picky = LoadsNowhereButRankZero(torch.nn.Linear(2, 2), epoch=rank)
+    if rank == 0:
+        expected = r"elastic sync \(loading rank 0's state\) failed on rank %d" % (size - 1)
+        with pytest.raises(hvd.HorovodInternalError, match=expected):
+            picky.sync()
+    else:
+        with pytest.raises(ValueError, match="rank %d cannot load this state" % rank):
+            picky.sync()
+    # Every rank left the sync: the next collective lines up.
+    total = hvd.allreduce(torch.tensor([float(rank)]), op=hvd.Sum, name="elastic.after_failed_sync")
+    assert total.item() == size * (size - 1) / 2
