@@ -249,8 +249,10 @@ TunableParameters Controller::receive_parameters() {
   }
 }
 
-// Step 5: the lowest failing rank's reason, on every rank, after the (global) ranks that failed:
-// "rank 1 stopped: R", "ranks 0, 1 stopped; rank 0: R".
+// Step 5: the failing ranks' reasons, the same text on every rank, after the (global) ranks that
+// failed: "rank 1 stopped: R", "ranks 0, 1 stopped; rank 0: R", and when they differ (two sets
+// failed in one cycle) each reason once, at its lowest rank, in rank order:
+// "ranks 0, 1, 2, 3 stopped; rank 0: R; rank 2: S".
 std::string Controller::share_failure(const std::string& failure) {
   const auto gathered = channel_.gather(std::vector<std::uint8_t>(failure.begin(), failure.end()));
   std::vector<std::uint8_t> bytes;
@@ -263,12 +265,23 @@ std::string Controller::share_failure(const std::string& failure) {
     std::string reason;
     if (failed.size() == 1) {
       reason = "rank " + name(failed.front()) + " stopped: ";
+      reason.append(gathered[failed.front()].begin(), gathered[failed.front()].end());
     } else if (!failed.empty()) {
       reason = "ranks";
       for (std::size_t i = 0; i < failed.size(); ++i) reason += (i ? ", " : " ") + name(failed[i]);
-      reason += " stopped; rank " + name(failed.front()) + ": ";
+      reason += " stopped";
+      std::set<std::vector<std::uint8_t>> seen;
+      std::vector<int> firsts;  // the lowest rank of each distinct reason
+      for (int r : failed)
+        if (seen.insert(gathered[r]).second) firsts.push_back(r);
+      constexpr std::size_t kMostReasons = 4;  // a message, not a log
+      for (std::size_t i = 0; i < firsts.size() && i < kMostReasons; ++i) {
+        reason += "; rank " + name(firsts[i]) + ": ";
+        reason.append(gathered[firsts[i]].begin(), gathered[firsts[i]].end());
+      }
+      if (firsts.size() > kMostReasons)
+        reason += "; and " + std::to_string(firsts.size() - kMostReasons) + " other reason(s)";
     }
-    if (!failed.empty()) reason.append(gathered[failed.front()].begin(), gathered[failed.front()].end());
     bytes.assign(reason.begin(), reason.end());
   }
   bytes = channel_.broadcast(bytes);

@@ -34,8 +34,9 @@
 //     responses; puts the new responses in the cache (same order everywhere, so every cache
 //     holds the same slots); then fuses allreduces up to the fusion threshold.
 //  5. Only if some rank brought a failure (step 2's "failed" flag): every rank's reason is
-//     gathered to rank 0, which broadcasts the lowest failing rank's, so that every rank stops
-//     with it. See Note [A failed process set stops every rank] in cycle.h.
+//     gathered to rank 0, which broadcasts the failing ranks and each distinct reason once, at
+//     its lowest rank, in rank order, so that every rank stops with the same text. See Note [A
+//     failed process set stops every rank] in cycle.h.
 #pragma once
 
 #include <chrono>
@@ -91,8 +92,8 @@ class Controller {
   // One negotiation cycle; see the steps above. `shutdown` is this rank's wish to stop. The
   // result's `shutdown` is true when any rank wished it (the caller then stops after executing
   // the responses). `failure`, when not empty, is why this rank must stop (it implies
-  // `shutdown`): the result's shutdown_reason then carries the lowest failing rank's reason to
-  // every rank (step 5). Collective: every rank must call it once per cycle.
+  // `shutdown`): the result's shutdown_reason then carries the failing ranks' reasons to every
+  // rank (step 5). Collective: every rank must call it once per cycle.
   ResponseList compute_response_list(std::vector<Request> new_requests, bool shutdown,
                                      const std::string& failure = {});
   // This rank has requests waiting for a response (or, as coordinator, a table that is not empty).

@@ -78,11 +78,13 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
     return Round::Abort;
   }
   if (global && list.shutdown) {
-    // Every rank agreed to stop: the other sets' rounds are skipped on every rank alike.
-    if (!set_failure_.empty())
-      report.stop = Stop{StopKind::Failed, set_failure_};
-    else if (!list.shutdown_reason.empty())
+    // Every rank agreed to stop: the other sets' rounds are skipped on every rank alike. A failure
+    // stops every rank with the reason the round agreed on, this rank's own included (two sets
+    // may fail in one cycle).
+    if (!list.shutdown_reason.empty())
       report.stop = Stop{StopKind::Failed, list.shutdown_reason};
+    else if (!set_failure_.empty())
+      report.stop = Stop{StopKind::Failed, set_failure_};
     else if (stop_requested_.load())
       report.stop = Stop{StopKind::Requested, "hvd::shutdown() was called"};
     else

@@ -12,8 +12,9 @@
 // past the shutdown time. Members that stopped on their own would leave every other rank waiting
 // for them in the next cycle (until the liveness timeout), and members of their later sets
 // waiting in this one. So they finish the cycle and bring the failure to the next global round,
-// where every rank agrees to stop and receives the lowest failing rank's reason (Controller,
-// step 5): every rank's pending and later operations fail with it. A failure of the global round
+// where every rank agrees to stop and receives the same text, the failing ranks' reasons (each
+// distinct one once, in rank order: two sets may fail in one cycle; Controller, step 5): every
+// rank's pending and later operations fail with it. A failure of the global round
 // itself reaches every rank there. No round reaches a rank that waits inside a collective: a
 // set's failure may be one member's alone (its control channel failed there only) while the
 // others went on into the set's collective. So the failure is also held for this rank's

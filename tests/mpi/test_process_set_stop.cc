@@ -14,6 +14,8 @@
 //  [one_sided]  as [mpi_error], but only rank 1 sees the error: rank 0 goes on into the set's
 //     allreduce and waits there for rank 1, where no round reaches it; rank 1 must tell every
 //     rank itself (the liveness channel), long before the liveness timeout (30 minutes).
+//  [two_sets]  {0, 1} and {2, 3} both fail in the same cycle (rank 0 holds the cycle's start,
+//     interposed MPI_Send, until every rank has submitted): every rank stops with both reasons.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -46,6 +48,11 @@ struct Broadcast {
 std::mutex g_broadcasts_mutex;
 std::map<MPI_Request, Broadcast> g_broadcasts;  // byte broadcasts in flight
 std::atomic<int> g_failing_rank{-1};  // the only rank whose poisoned broadcast fails; -1: every rank
+// [two_sets]: rank 0's cycle starts wait while this is set. kStartTag is the control channel's
+// "cycle N starts" (backends/mpi/mpi_control_channel.cc), sent by rank 0 with MPI_Send.
+constexpr int kStartTag = 7002;
+std::atomic<bool> g_hold_starts{false};
+std::atomic<int> g_starts_held{0};
 
 bool carries_poison(const Broadcast& b) {
   const std::size_t n = std::strlen(kPoisonName);
@@ -79,6 +86,16 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     poisoned = rank == g_failing_rank.load();
   }
   return poisoned ? MPI_ERR_OTHER : rc;
+}
+
+extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  if (tag == kStartTag && g_hold_starts.load()) {
+    ++g_starts_held;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (g_hold_starts.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return PMPI_Send(buf, count, datatype, dest, tag, comm);
 }
 
 namespace {
@@ -134,6 +151,7 @@ std::string outcome(const std::shared_ptr<HostTensor>& t, const hvd::AllreduceOp
 // before the stop is exact. `orderly`: the stop comes from a global round, whose error names the
 // pending tensor; a watchdog that ends the collectives fails it with the reason only.
 void expect_every_rank_stops(const std::string& name, bool stall, const std::string& reason, bool orderly = true) {
+  const std::string shared_prefix = orderly ? "ranks 0, 1 stopped; rank 0: " : "";
   REQUIRE(hvd::size() == 4);
   {  // The job works before.
     auto t = ramp(5);
@@ -162,7 +180,9 @@ void expect_every_rank_stops(const std::string& name, bool stall, const std::str
     }
   }
   INFO(e);
-  CHECK_THAT(e, Catch::Contains(reason));
+  // Orderly: the same message on every rank, the global round's (the lowest failing rank's reason).
+  CHECK_THAT(e, Catch::Contains(shared_prefix + reason));
+  if (orderly) CHECK_THAT(e, !Catch::Contains("ending this rank's collectives"));
   CHECK(Clock::now() - start < kPatience);
   if (pending_handle.valid()) {
     REQUIRE(pending_handle.poll());
@@ -173,13 +193,13 @@ void expect_every_rank_stops(const std::string& name, bool stall, const std::str
       m = error.what();
     }
     INFO(m);
-    CHECK_THAT(m, Catch::Contains(reason));
+    CHECK_THAT(m, Catch::Contains(shared_prefix + reason));
     if (orderly) CHECK_THAT(m, Catch::Contains("'middle.pending'"));
   }
   // Every rank has stopped, with the reason: a later collective fails at once.
   const std::string after = outcome(ramp(3), sum_in(hvd::global_process_set(), "after"));
   INFO(after);
-  CHECK_THAT(after, Catch::Contains("horovodcpp has stopped") && Catch::Contains(reason));
+  CHECK_THAT(after, Catch::Contains("horovodcpp has stopped") && Catch::Contains(shared_prefix + reason));
   CHECK_FALSE(hvd::is_initialized());
 }
 
@@ -196,6 +216,53 @@ TEST_CASE("an MPI error in the negotiation of {0, 1} on rank 1 only stops every 
   g_failing_rank = 1;
   expect_every_rank_stops(kPoisonName, false,
                           "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER", false);
+}
+
+// {0, 1} and {2, 3} negotiate kPoisonName in the same cycle and fail there on every member: every
+// rank stops with the same message, both sets' reasons in rank order.
+TEST_CASE("two sets failing in the same cycle stop every rank with the same reasons", "[two_sets]") {
+  REQUIRE(hvd::size() == 4);
+  {
+    auto t = ramp(5);
+    REQUIRE(outcome(t, sum_in(hvd::global_process_set(), "before")) == "");
+    for (int i = 0; i < 5; ++i) REQUIRE(read_as_double(*t, i) == Approx(10.0 * i));
+  }
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  PMPI_Error_string(MPI_ERR_OTHER, text, &length);
+  const std::string mpi_error = "MPI_Test failed: " + std::string(text, length);
+  MPI_Comm sync;  // the test's own: the user threads agree when every submission is queued
+  PMPI_Comm_dup(MPI_COMM_WORLD, &sync);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no cycle in progress
+  if (me() == 0) g_hold_starts = true;
+  PMPI_Barrier(sync);
+  auto t = ramp(4);
+  const hvd::Handle h = hvd::allreduce_async(t, t, sum_in(me() < 2 ? g_low : g_high, kPoisonName));
+  PMPI_Barrier(sync);
+  if (me() == 0) {
+    // Rank 0 has asked to start the cycle that pops every rank's submission (rank 0's own asks
+    // for it): let it go only once that start is held, so that no earlier start pops a part.
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (g_starts_held.load() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(g_starts_held.load() > 0);
+    g_hold_starts = false;
+  }
+  std::string e;  // no MPI call of the test's own from here: the stopped runtime finalizes MPI
+  const auto until = Clock::now() + kPatience;
+  while (!h.poll() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(h.poll());
+  try {
+    h.wait();
+  } catch (const hvd::Error& error) {
+    e = error.what();
+  }
+  // Each set's reason once, at its lowest rank, in rank order: the very same text on every rank.
+  const std::string reasons = "ranks 0, 1, 2, 3 stopped; rank 0: negotiation in process set 1 (ranks [0, 1]) failed: " +
+                              mpi_error + "; rank 2: negotiation in process set 2 (ranks [2, 3]) failed: " + mpi_error;
+  CHECK(e == "horovodcpp shut down before ALLREDUCE of tensor '" + std::string(kPoisonName) + "' completed: " + reasons);
+  const std::string after = outcome(ramp(3), sum_in(hvd::global_process_set(), "after"));
+  CHECK(after == "hvd::allreduce: horovodcpp has stopped: " + reasons);
+  CHECK_FALSE(hvd::is_initialized());
 }
 
 TEST_CASE("a stall in {0, 1} past the shutdown time stops every rank, naming the tensor and the set", "[stall]") {

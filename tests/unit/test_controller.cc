@@ -381,7 +381,8 @@ TEST_CASE("a shutdown wish on one rank reaches every rank in the same cycle", "[
 
 
 // See Note [A failed process set stops every rank] (core/cycle.h).
-TEST_CASE("a failure some ranks bring reaches every rank with the lowest failing rank's reason", "[controller]") {
+// Two of the reasons are the same text (two members of one set), one differs (another set's).
+TEST_CASE("a failure some ranks bring reaches every rank with each distinct reason, in rank order", "[controller]") {
   for (bool in_set : {false, true}) {
     INFO((in_set ? "a set's controller (global ranks 3, 5, 6, 9)" : "the global controller"));
     ControllerOptions options;
@@ -393,24 +394,25 @@ TEST_CASE("a failure some ranks bring reaches every rank with the lowest failing
       threads.emplace_back([&, rank] {
         hvd::test::FakeChannel channel(rendezvous, rank);
         Controller controller(channel, options);
-        // Cycle 0: nobody fails, and an allreduce completes. Cycle 1: ranks 1 and 3 fail, while
-        // rank 0 sends a new tensor (the slow path runs in the same cycle).
+        // Cycle 0: nobody fails, and an allreduce completes. Cycle 1: ranks 1, 2 and 3 fail (1 and
+        // 2 alike), while rank 0 sends a new tensor (the slow path runs in the same cycle).
         first[rank] = controller.compute_response_list({allreduce_request("x", {2})}, false);
         std::vector<Request> requests;
         if (rank == 0) requests.push_back(allreduce_request("y", {2}));
-        const std::string failure = rank == 1 || rank == 3 ? "trouble on " + std::to_string(rank) : "";
+        const std::string failure = rank == 0 ? "" : rank == 3 ? "trouble in set 2" : "trouble in set 1";
         second[rank] = controller.compute_response_list(std::move(requests), false, failure);
       });
     for (auto& t : threads) t.join();
-    const std::string one = in_set ? "5" : "1", three = in_set ? "9" : "3";
+    const std::string one = in_set ? "5" : "1", two = in_set ? "6" : "2", three = in_set ? "9" : "3";
     for (int rank = 0; rank < 4; ++rank) {
       INFO("rank " << rank);
       CHECK_FALSE(first[rank].shutdown);
       CHECK(first[rank].shutdown_reason.empty());
       CHECK(names_of(first[rank]) == std::vector<std::string>{"x"});
       CHECK(second[rank].shutdown);
-      CHECK(second[rank].shutdown_reason == "ranks " + one + ", " + three + " stopped; rank " + one + ": trouble on 1");
-      CHECK(second[rank].shutdown_ranks == std::vector<int>{1, 3});  // ranks in the group, as for a wish to stop
+      CHECK(second[rank].shutdown_reason == "ranks " + one + ", " + two + ", " + three + " stopped; rank " + one +
+                                                ": trouble in set 1; rank " + three + ": trouble in set 2");
+      CHECK(second[rank].shutdown_ranks == std::vector<int>{1, 2, 3});  // ranks in the group, as for a wish to stop
       CHECK(second[rank].responses.empty());  // "y" waits for the other ranks still
     }
   }
