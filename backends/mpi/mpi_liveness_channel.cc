@@ -7,6 +7,7 @@ namespace hvd::detail {
 namespace {
 constexpr int kWaitingTag = 7101;
 constexpr int kFailureTag = 7102;
+constexpr int kSetFailureSeenTag = 7103;
 }
 
 MpiLivenessChannel::MpiLivenessChannel(MPI_Comm comm) : comm_(comm) {
@@ -74,6 +75,33 @@ std::string MpiLivenessChannel::receive_failure() {
   return reason.empty() ? "rank " + std::to_string(status.MPI_SOURCE) + " stopped" : reason;
 }
 
+void MpiLivenessChannel::send_set_failure_seen(int set_id, const std::vector<int>& ranks) {
+  notices_.remove_if([](Notice& n) {
+    int done = 0;
+    MPI_Test(&n.request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+  for (int r : ranks) {
+    if (r == rank_ || r < 0 || r >= size_) continue;
+    Notice& n = notices_.emplace_back();
+    n.set_id = set_id;
+    MPI_Isend(&n.set_id, 1, MPI_INT64_T, r, kSetFailureSeenTag, comm_, &n.request);
+  }
+}
+
+std::vector<std::pair<int, int>> MpiLivenessChannel::receive_set_failures_seen() {
+  std::vector<std::pair<int, int>> from;
+  while (true) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kSetFailureSeenTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
+    std::int64_t set_id = 0;
+    MPI_Recv(&set_id, 1, MPI_INT64_T, status.MPI_SOURCE, kSetFailureSeenTag, comm_, MPI_STATUS_IGNORE);
+    from.emplace_back(status.MPI_SOURCE, static_cast<int>(set_id));
+  }
+  return from;
+}
+
 void MpiLivenessChannel::close() {
   for (auto& request : sends_) {
     if (request == MPI_REQUEST_NULL) continue;
@@ -84,7 +112,17 @@ void MpiLivenessChannel::close() {
       MPI_Request_free(&request);
     }
   }
+  for (auto& n : notices_) {
+    int done = 0;
+    MPI_Test(&n.request, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      MPI_Cancel(&n.request);
+      MPI_Request_free(&n.request);
+    }
+  }
+  notices_.clear();
   receive_reports();
+  receive_set_failures_seen();
   while (!receive_failure().empty()) {
   }
 }

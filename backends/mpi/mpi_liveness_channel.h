@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ class MpiLivenessChannel final : public LivenessChannel {
   std::vector<int> receive_reports() override;
   void send_failure(const std::string& reason) override;
   std::string receive_failure() override;
+  void send_set_failure_seen(int set_id, const std::vector<int>& ranks) override;
+  std::vector<std::pair<int, int>> receive_set_failures_seen() override;
   // Drops undelivered reports and drains received ones; call before the communicator is freed.
   void close();
 
@@ -30,6 +33,11 @@ class MpiLivenessChannel final : public LivenessChannel {
   std::vector<MPI_Request> sends_;
   std::vector<std::uint64_t> payload_;
   std::string failure_;  // sent by send_failure(); outlives its sends
+  struct Notice {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::int64_t set_id = 0;  // outlives its send
+  };
+  std::list<Notice> notices_;  // send_set_failure_seen()'s, until delivered
 };
 
 }  // namespace hvd::detail

@@ -59,11 +59,9 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
       return Round::Abort;
     }
     // This rank's later sets still run their rounds this cycle; the next global round stops all.
-    if (set_failure_.empty()) {
-      set_failure_ = "negotiation in " + describe_process_set(set.id, set.ranks) + " failed: " + e.what();
-      progress_.hold_failure(set_failure_);
-    }
-    log_error(set_failure_ + "; stopping every rank in the next cycle");
+    const std::string reason = "negotiation in " + describe_process_set(set.id, set.ranks) + " failed: " + e.what();
+    hold_set_failure(set, reason);
+    log_error(reason + "; stopping every rank in the next cycle");
     return Round::Next;
   }
   if (abandoned_.load()) return Round::Abort;
@@ -89,13 +87,19 @@ Cycle::Round Cycle::run_round(ProcessSetState& set, std::vector<Request> request
       report.stop = Stop{StopKind::Requested, "hvd::shutdown() was called"};
     else
       report.stop = Stop{StopKind::PeerLeft, describe_shutdown(list)};
-  } else if (!list.shutdown_reason.empty() && set_failure_.empty()) {
+  } else if (!list.shutdown_reason.empty()) {
     // A set's own stop (a stall there) reaches only its members: the next global round stops all.
-    set_failure_ = list.shutdown_reason;
-    progress_.hold_failure(set_failure_);
+    hold_set_failure(set, list.shutdown_reason);
   }
   if (global) report.global = std::move(list);
   return report.stop ? Round::Last : Round::Next;
+}
+
+// The first failure is the one this rank brings to the global round; the watchdog learns of
+// every set that failed here (see Note [A failed process set stops every rank]).
+void Cycle::hold_set_failure(const ProcessSetState& set, const std::string& reason) {
+  if (set_failure_.empty()) set_failure_ = reason;
+  progress_.hold_failure(set.id, set.ranks, reason);
 }
 
 ControllerStats Cycle::stats() const {

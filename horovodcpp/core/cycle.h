@@ -14,17 +14,21 @@
 // waiting in this one. So they finish the cycle and bring the failure to the next global round,
 // where every rank agrees to stop and receives the same text, the failing ranks' reasons (each
 // distinct one once, in rank order: two sets may fail in one cycle; Controller, step 5): every
-// rank's pending and later operations fail with it. A failure of the global round
-// itself reaches every rank there. No round reaches a rank that waits inside a collective: a
-// set's failure may be one member's alone (its control channel failed there only) while the
-// others went on into the set's collective. So the failure is also held for this rank's
-// watchdog (Progress::hold_failure), which, when no global round has stopped every rank within a
-// grace period (such a round follows within a cycle or two otherwise), sends it over the liveness
-// channel as a rank whose executor threw does (Note [An exception in the executor stops every
-// rank] in executor.h) and ends this rank's collectives; each rank stops with the reason of
-// whichever path reaches it first. The round goes first because it stops every rank in order: a
-// rank whose watchdog ended its collectives cannot finalize MPI. A rank that froze or died is
-// found by the others' silence (the liveness timeout).
+// rank's pending and later operations fail with it. A failure of the global round itself
+// reaches every rank there. No round reaches a rank that waits inside a collective: a set's
+// failure may be one member's alone (its control channel failed there only) while the others
+// went on into the set's collective. So every failure is also held for this rank's watchdog
+// (Progress::hold_failure), which tells the set's other members that it saw it (the liveness
+// channel): a member that saw it is not inside the set's collective. When some member has not
+// said so and no global round has stopped every rank within a grace period (such a round follows
+// within a cycle or two otherwise), the watchdog sends the failure over the liveness channel as
+// a rank whose executor threw does (Note [An exception in the executor stops every rank] in
+// executor.h) and ends this rank's collectives; each rank stops with the reason of whichever
+// path reaches it first. When every member saw it, nobody waits in the set's collective and the
+// global round comes, however late (a member busy in another set's long collective): no grace
+// then. The round goes first because it stops every rank in order: a rank whose watchdog ended
+// its collectives cannot finalize MPI. A rank that froze or died is found by the others' silence
+// (the liveness timeout).
 // Between cycles the Cycle answers the pacer's questions (CyclePacer::Demand).
 // Background thread only, except stats(); owned by the Runtime.
 #pragma once
@@ -97,6 +101,7 @@ class Cycle final : public CyclePacer::Demand {
   };
   // One set's round: negotiate, then execute.
   Round run_round(ProcessSetState& set, std::vector<Request> requests, Report& report);
+  void hold_set_failure(const ProcessSetState& set, const std::string& reason);
   std::string describe_round(const ProcessSetState& set, const ResponseList& list) const;
   std::string describe_shutdown(const ResponseList& list) const;
 

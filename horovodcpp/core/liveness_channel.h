@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hvd::detail {
@@ -22,6 +23,12 @@ class LivenessChannel {
   virtual void send_failure(const std::string& reason) = 0;
   // The reason of a failure report that arrived from another rank, or "" when none did.
   virtual std::string receive_failure() = 0;
+  // Tells `ranks` (global ranks; this rank is skipped) that this rank saw the round of process
+  // set `set_id` fail, so it is not inside that set's collective (Note [A failed process set
+  // stops every rank] in cycle.h). Never blocks.
+  virtual void send_set_failure_seen(int set_id, const std::vector<int>& ranks) = 0;
+  // (rank, set id) of each such notice that arrived since the last call.
+  virtual std::vector<std::pair<int, int>> receive_set_failures_seen() = 0;
 };
 
 }  // namespace hvd::detail

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace hvd::detail {
 
@@ -31,23 +32,38 @@ class Progress {
   std::uint64_t cycle() const { return cycle_.load(std::memory_order_relaxed); }
 
   // A process set's round failed here and the failure waits for the next global round, which
-  // the watchdog gives a grace period (Note [A failed process set stops every rank], cycle.h).
-  // The first one is kept.
-  void hold_failure(const std::string& reason) {
+  // the watchdog gives a grace period unless every member of the set saw the failure too (Note
+  // [A failed process set stops every rank], cycle.h). Each failed set is held; the first
+  // reason is kept.
+  struct HeldSet {
+    int id;
+    std::vector<int> ranks;  // global ranks
+    Clock::time_point since;
+  };
+  struct HeldFailures {
+    std::string reason;
+    std::vector<HeldSet> sets;
+  };
+  void hold_failure(int set_id, const std::vector<int>& ranks, const std::string& reason) {
     std::lock_guard<std::mutex> lock(held_mutex_);
-    if (!held_) held_.emplace(reason, Clock::now());
+    if (!held_) held_.emplace(HeldFailures{reason, {}});
+    held_->sets.push_back({set_id, ranks, Clock::now()});
   }
-  // The held failure and since when, if any.
-  std::optional<std::pair<std::string, Clock::time_point>> held_failure() const {
+  // The held failures, if any.
+  std::optional<HeldFailures> held_failures() const {
     std::lock_guard<std::mutex> lock(held_mutex_);
     return held_;
+  }
+  bool holds_failure() const {
+    std::lock_guard<std::mutex> lock(held_mutex_);
+    return held_.has_value();
   }
 
  private:
   std::atomic<Clock::rep> since_{0};
   std::atomic<std::uint64_t> cycle_{0};
   mutable std::mutex held_mutex_;
-  std::optional<std::pair<std::string, Clock::time_point>> held_;
+  std::optional<HeldFailures> held_;
 };
 
 }  // namespace hvd::detail

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/logging.h"
+#include "core/process_set_table.h"
 
 namespace hvd::detail {
 namespace {
@@ -18,10 +19,9 @@ double shortest_positive(double a, double b) {
   return std::min(a, b);
 }
 
-// How long a process set's failure may wait for the global round that stops every rank in
-// order before this rank tells every rank itself: that round follows within a cycle or two
-// unless a peer is blocked in a collective.
-constexpr std::chrono::seconds kHeldFailureGrace{2};
+// How often the thread wakes while it holds a failure: the members' notices go out and come in
+// well within the grace.
+constexpr std::chrono::milliseconds kHeldFailureTick{50};
 
 std::string whole_seconds(double s) { return std::to_string(static_cast<long long>(std::floor(s))); }
 
@@ -85,7 +85,8 @@ void Watchdog::tell_every_rank(const std::string& reason) {
 void Watchdog::main() {
   pthread_setname_np(pthread_self(), "hvd-watchdog");
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!cv_.wait_for(lock, tick_, [this] { return stopping_; })) {
+  while (!cv_.wait_for(lock, progress_.holds_failure() ? std::min(tick_, kHeldFailureTick) : tick_,
+                       [this] { return stopping_; })) {
     lock.unlock();
     bool fired = false;
     try {
@@ -117,18 +118,37 @@ std::string Watchdog::describe_ranks(const std::vector<int>& ranks) {
   return out;
 }
 
+// See Note [A failed process set stops every rank] (cycle.h). A member that saw its set's round
+// fail says so to the set's other members; one that did not may wait inside the set's
+// collective, where no global round reaches it.
+bool Watchdog::check_held_failure(Clock::time_point now) {
+  for (const auto& [rank, set_id] : channel_.receive_set_failures_seen()) seen_by_[set_id].insert(rank);
+  const auto held = progress_.held_failures();
+  if (!held) return false;
+  for (const auto& set : held->sets)
+    if (told_members_.insert(set.id).second) channel_.send_set_failure_seen(set.id, set.ranks);
+  for (const auto& set : held->sets) {
+    if (now - set.since < options_.held_failure_grace) continue;
+    std::vector<int> silent;
+    for (int r : set.ranks)
+      if (r != rank_ && seen_by_[set.id].count(r) == 0) silent.push_back(r);
+    if (silent.empty()) continue;  // every member saw it: the global round will come
+    tell_every_rank(held->reason);
+    on_fatal_(held->reason + "; " + describe_ranks(silent) + " of " + describe_process_set(set.id, set.ranks) +
+              " did not report the failure (it may wait inside the set's collective) and no global round "
+              "followed, so this rank told every rank and ends its collectives");
+    return true;
+  }
+  return false;
+}
+
 bool Watchdog::check(Clock::time_point now) {
   const std::string failure = channel_.receive_failure();
   if (!failure.empty()) {
     on_fatal_(failure + "; ending this rank's collectives");
     return true;
   }
-  // See Note [A failed process set stops every rank] (cycle.h).
-  if (const auto held = progress_.held_failure(); held && now - held->second >= kHeldFailureGrace) {
-    tell_every_rank(held->first);
-    on_fatal_(held->first + "; no global round followed, so this rank told every rank and ends its collectives");
-    return true;
-  }
+  if (check_held_failure(now)) return true;
   bool asked = false;
   for (int r : channel_.receive_reports())
     if (r >= 0 && r < size_) {

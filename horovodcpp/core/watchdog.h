@@ -6,7 +6,8 @@
 // `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops. A failure report
 // from another rank (its executor threw; see Note [An exception in the executor stops every
 // rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not. A
-// process set's failure that this rank held past a grace period is sent to the others the same
+// process set's failure that this rank holds is told to the set's other members; one that some
+// member did not report seeing in turn, held past a grace period, is sent to every rank the same
 // way (Note [A failed process set stops every rank] in cycle.h).
 // Owned by the Runtime; started after the world exists, stopped before it is finalized.
 #pragma once
@@ -14,7 +15,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +38,11 @@ struct WatchdogOptions {
   double warning_seconds;     // 0: no warning
   double fatal_seconds;       // 0: never fatal
   std::string fatal_setting;  // the variable that set fatal_seconds, for the message
+  // How long a process set's failure that some member has not reported seeing may wait for the
+  // global round that stops every rank in order before this rank tells every rank itself: that
+  // round follows within a cycle or two unless a peer is blocked in a collective (Note [A failed
+  // process set stops every rank] in cycle.h). Not a setting; tests shorten it.
+  std::chrono::milliseconds held_failure_grace{2000};
 };
 
 class Watchdog {
@@ -62,6 +70,7 @@ class Watchdog {
   void tell_every_rank(const std::string& reason);
   void main();
   bool check(std::chrono::steady_clock::time_point now);  // one tick; true when fatal fired
+  bool check_held_failure(std::chrono::steady_clock::time_point now);  // part of check()
 
   WatchdogOptions options_;
   int rank_, size_;
@@ -72,6 +81,8 @@ class Watchdog {
   std::chrono::steady_clock::duration report_after_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::uint64_t warned_cycle_ = ~std::uint64_t{0};
+  std::set<int> told_members_;                // held sets whose members this rank told
+  std::map<int, std::set<int>> seen_by_;      // set id -> the members that saw it fail
 
   std::thread thread_;
   std::mutex mutex_;

@@ -14,6 +14,10 @@
 //  [one_sided]  as [mpi_error], but only rank 1 sees the error: rank 0 goes on into the set's
 //     allreduce and waits there for rank 1, where no round reaches it; rank 1 must tell every
 //     rank itself (the liveness channel), long before the liveness timeout (30 minutes).
+//  [slow_member]  as [mpi_error] (both members see the error), but rank 1 then spends
+//     kSlowFor in its next round, {1, 2}'s (this program delays its next MPI_Iallreduce, as a
+//     peer busy in a long collective of {2, 3} would): the next global round comes late, past the
+//     2 s grace of a one-sided failure, and must still stop every rank in order.
 //  [two_sets]  {0, 1} and {2, 3} both fail in the same cycle (rank 0 holds the cycle's start,
 //     interposed MPI_Send, until every rank has submitted): every rank stops with both reasons.
 #define CATCH_CONFIG_RUNNER
@@ -48,6 +52,10 @@ struct Broadcast {
 std::mutex g_broadcasts_mutex;
 std::map<MPI_Request, Broadcast> g_broadcasts;  // byte broadcasts in flight
 std::atomic<int> g_failing_rank{-1};  // the only rank whose poisoned broadcast fails; -1: every rank
+std::atomic<bool> g_slow_next{false};  // [slow_member]: this rank's next MPI_Iallreduce waits kSlowFor
+std::atomic<bool> g_slowed{false};     // it did
+int g_slow_rank = -1;
+constexpr auto kSlowFor = std::chrono::seconds(4);
 // [two_sets]: rank 0's cycle starts wait while this is set. kStartTag is the control channel's
 // "cycle N starts" (backends/mpi/mpi_control_channel.cc), sent by rank 0 with MPI_Send.
 constexpr int kStartTag = 7002;
@@ -85,7 +93,21 @@ extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     poisoned = rank == g_failing_rank.load();
   }
+  if (poisoned && g_slow_rank >= 0) {
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == g_slow_rank) g_slow_next = true;
+  }
   return poisoned ? MPI_ERR_OTHER : rc;
+}
+
+extern "C" int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  if (g_slow_next.exchange(false)) {
+    std::this_thread::sleep_for(kSlowFor);
+    g_slowed = true;
+  }
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
@@ -216,6 +238,17 @@ TEST_CASE("an MPI error in the negotiation of {0, 1} on rank 1 only stops every 
   g_failing_rank = 1;
   expect_every_rank_stops(kPoisonName, false,
                           "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER", false);
+}
+
+// Both members see the error; rank 1 then waits kSlowFor in {1, 2}'s round, so the global round
+// that stops every rank in order comes after the grace for a one-sided failure. Each member knows
+// the other saw the failure too (nobody waits in the set's collective): no rank may take the
+// watchdog's way out, and the job ends in order (every rank finalizes: mpirun's status is 0).
+TEST_CASE("a failure of {0, 1} on both members stops every rank in order even when rank 1 comes late", "[slow_member]") {
+  g_slow_rank = 1;
+  expect_every_rank_stops(kPoisonName, false,
+                          "negotiation in process set 1 (ranks [0, 1]) failed: MPI_Test failed: MPI_ERR_OTHER");
+  if (me() == 1) CHECK(g_slowed.load());
 }
 
 // {0, 1} and {2, 3} negotiate kPoisonName in the same cycle and fail there on every member: every

@@ -92,6 +92,8 @@ class FakeLiveness final : public detail::LivenessChannel {
   std::vector<int> receive_reports() override { return {}; }
   void send_failure(const std::string&) override {}
   std::string receive_failure() override { return {}; }
+  void send_set_failure_seen(int, const std::vector<int>&) override {}
+  std::vector<std::pair<int, int>> receive_set_failures_seen() override { return {}; }
 };
 
 // Each rank on a node of its own: local groups of one, the cross group is the world.
