@@ -135,7 +135,7 @@ bool Watchdog::check_held_failure(Clock::time_point now) {
     if (silent.empty()) continue;  // every member saw it: the global round will come
     tell_every_rank(held->reason);
     on_fatal_(held->reason + "; " + describe_ranks(silent) + " of " + describe_process_set(set.id, set.ranks) +
-              " did not report the failure (it may wait inside the set's collective) and no global round "
+              " did not report seeing it (and may wait inside the set's collective), and no global round "
               "followed, so this rank told every rank and ends its collectives");
     return true;
   }

@@ -112,7 +112,7 @@ TEST_CASE("a held set failure that a member did not report reaches every rank af
   // collective): the first failure's reason goes to every rank, the message names rank 1 and set 3.
   const Outcome out = watch_rank_0({{1, {0, 2}}, {3, {0, 1}}}, {{2, 1}}, std::chrono::seconds(10));
   REQUIRE(out.fatal.size() == 1);
-  CHECK_THAT(out.fatal[0], Catch::StartsWith("first failure; rank 1 of process set 3 (ranks [0, 1]) did not report"));
+  CHECK_THAT(out.fatal[0], Catch::StartsWith("first failure; rank 1 of process set 3 (ranks [0, 1]) did not report seeing it"));
   CHECK(out.sent == std::vector<std::string>{"rank 0 stopped: first failure"});
   CHECK(out.told.size() == 2);
   CHECK(out.fatal_after >= std::chrono::milliseconds(100));  // not before the grace
