@@ -24,12 +24,16 @@
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -207,6 +211,9 @@ void expect_every_rank_stops(const std::string& name, bool stall, const std::str
   if (orderly) CHECK_THAT(e, !Catch::Contains("ending this rank's collectives"));
   CHECK(Clock::now() - start < kPatience);
   if (pending_handle.valid()) {
+    // Failed by the same stop as `e`'s operation, maybe a moment later.
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (!pending_handle.poll() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     REQUIRE(pending_handle.poll());
     std::string m;
     try {
@@ -255,23 +262,23 @@ TEST_CASE("a failure of {0, 1} on both members stops every rank in order even wh
 // rank stops with the same message, both sets' reasons in rank order.
 TEST_CASE("two sets failing in the same cycle stop every rank with the same reasons", "[two_sets]") {
   REQUIRE(hvd::size() == 4);
-  {
-    auto t = ramp(5);
-    REQUIRE(outcome(t, sum_in(hvd::global_process_set(), "before")) == "");
-    for (int i = 0; i < 5; ++i) REQUIRE(read_as_double(*t, i) == Approx(10.0 * i));
-  }
+  // A folder every rank knows (rank 0's pid, the job works before), for the markers with which
+  // the user threads agree when every submission is queued: no MPI call of the test's own while
+  // the runtime runs (MPI's progress would touch the background thread's requests).
+  auto pid = filled(DataType::Float64, {1}, [](std::int64_t) { return me() == 0 ? static_cast<double>(getpid()) : 0.0; });
+  REQUIRE(outcome(pid, sum_in(hvd::global_process_set(), "before")) == "");
+  const std::string dir = "/tmp/hvd_two_sets." + std::to_string(static_cast<long long>(read_as_double(*pid, 0)));
+  mkdir(dir.c_str(), 0700);  // every rank; the first one makes it
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   PMPI_Error_string(MPI_ERR_OTHER, text, &length);
   const std::string mpi_error = "MPI_Test failed: " + std::string(text, length);
-  MPI_Comm sync;  // the test's own: the user threads agree when every submission is queued
-  PMPI_Comm_dup(MPI_COMM_WORLD, &sync);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no cycle in progress
   if (me() == 0) g_hold_starts = true;
-  PMPI_Barrier(sync);
+  hvd::test::mark_and_wait_for_ranks(dir + "/armed.", me(), 4, std::chrono::seconds(20));
   auto t = ramp(4);
   const hvd::Handle h = hvd::allreduce_async(t, t, sum_in(me() < 2 ? g_low : g_high, kPoisonName));
-  PMPI_Barrier(sync);
+  hvd::test::mark_and_wait_for_ranks(dir + "/submitted.", me(), 4, std::chrono::seconds(20));
   if (me() == 0) {
     // Rank 0 has asked to start the cycle that pops every rank's submission (rank 0's own asks
     // for it): let it go only once that start is held, so that no earlier start pops a part.
@@ -280,7 +287,7 @@ TEST_CASE("two sets failing in the same cycle stop every rank with the same reas
     CHECK(g_starts_held.load() > 0);
     g_hold_starts = false;
   }
-  std::string e;  // no MPI call of the test's own from here: the stopped runtime finalizes MPI
+  std::string e;
   const auto until = Clock::now() + kPatience;
   while (!h.poll() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   REQUIRE(h.poll());
@@ -296,6 +303,14 @@ TEST_CASE("two sets failing in the same cycle stop every rank with the same reas
   const std::string after = outcome(ramp(3), sum_in(hvd::global_process_set(), "after"));
   CHECK(after == "hvd::allreduce: horovodcpp has stopped: " + reasons);
   CHECK_FALSE(hvd::is_initialized());
+  hvd::test::mark_and_wait_for_ranks(dir + "/done.", me(), 4, std::chrono::seconds(20));
+  // Rank 0 removes the folder once every rank is past that wait (says so with "gone.R").
+  if (me() == 0) {
+    hvd::test::mark_and_wait_for_ranks(dir + "/gone.", 0, 4, std::chrono::seconds(20));
+    std::filesystem::remove_all(dir);
+  } else {
+    std::ofstream(dir + "/gone." + std::to_string(me())) << me() << "\n";
+  }
 }
 
 TEST_CASE("a stall in {0, 1} past the shutdown time stops every rank, naming the tensor and the set", "[stall]") {
