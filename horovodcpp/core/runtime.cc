@@ -270,6 +270,12 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
                                     display_name(entries.front().name) + "'";
     });
   }
+  // A stop sets its reason, turns running_ false, then closes the queue: a submission in between,
+  // by a caller that already saw running() false, is refused as the closed queue would refuse it.
+  if (!running()) {
+    const std::string reason = stop_reason();
+    if (!reason.empty()) throw Error("horovodcpp has stopped: " + reason);
+  }
   live_handles_.track(state);
   // The negotiation opens at the submission: the request may wait for a cycle another rank
   // starts, and a rank frozen meanwhile leaves it open in the trace, where it was stuck.
