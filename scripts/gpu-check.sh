@@ -60,8 +60,25 @@ python=${GPU_CHECK_PYTHON:-python3}
 deadline=${GPU_CHECK_SECONDS:-540}
 prebuilt=$root/.gpu/prebuilt
 # The collectives the tests and benchmarks use, Ring and Simple only: a fraction of NCCL's kernels,
-# so the build fits (GPU_CHECK_NCCL_FULL=1 builds all; the runs then let NCCL choose).
-nccl_only_funcs="AllReduce * * RING SIMPLE|AllGather * * RING SIMPLE|Broadcast * * RING SIMPLE|ReduceScatter * * RING SIMPLE|SendRecv"
+# so the build fits (GPU_CHECK_NCCL_FULL=1 builds all; the runs then let NCCL choose). NCCL's
+# src/device/generate.py names a reduction "<coll> <redop> <type> <algo> <proto>" but AllGather
+# and Broadcast "<coll> <algo> <proto>": a pattern that matches nothing builds no kernel for it and
+# NCCL then runs that collective as a no-op (the first device run's wrong broadcasts), so the
+# build is checked for a kernel source of every collective (nccl_collectives_built).
+nccl_only_funcs="AllReduce * * RING SIMPLE|AllGather RING SIMPLE|Broadcast RING SIMPLE|ReduceScatter * * RING SIMPLE|SendRecv"
+nccl_kernel_sources=(all_reduce_sum_f32.cu all_gather.cu broadcast.cu reduce_scatter_sum_f32.cu sendrecv.cu)
+
+# nccl_collectives_built DIR: every collective we call has kernels in the NCCL built in DIR/out.
+nccl_collectives_built() {
+  local source missing=0
+  for source in "${nccl_kernel_sources[@]}"; do
+    if [[ ! -f $1/out/obj/device/gensrc/$source ]]; then
+      echo "NCCL was built without $source (ONLY_FUNCS='$nccl_only_funcs' matches none of its kernels)" >&2
+      missing=1
+    fi
+  done
+  return $missing
+}
 gpu_programs=(test_nccl_collectives test_nccl_process_sets nccl_allreduce_benchmark)
 
 # build_nccl SRC_TARBALL DIR: NCCL for sm_90 in DIR/out (resumes a build that stopped).
@@ -73,6 +90,13 @@ build_nccl() {
   fi
   local only=() cuda=${CUDA_HOME:-/usr/local/cuda} include=$dir/cuda-include entry
   [[ -z "${GPU_CHECK_NCCL_FULL:-}" ]] && only=("ONLY_FUNCS=$nccl_only_funcs")
+  # NCCL regenerates its kernel sources only when generate.py changes: a build resumed with another
+  # function set must drop them.
+  local wanted="${only[*]:-all}"
+  if [[ -f $dir/only-funcs && $(cat "$dir/only-funcs") != "$wanted" ]]; then
+    rm -rf "$dir/out/obj/device/gensrc" "$dir/out/obj/device/genobj"
+  fi
+  mkdir -p "$dir" && echo "$wanted" > "$dir/only-funcs"
   # The toolkit's headers without the NCCL that may be installed beside them (here 2.28.9 in
   # /usr/local/cuda/include): NCCL puts the toolkit's include first, so its own device headers
   # would otherwise come from the older release.
@@ -83,7 +107,8 @@ build_nccl() {
     done
   fi
   make -C "$dir/src" -j "$(nproc)" src.build BUILDDIR="$dir/out" CUDA_HOME="$cuda" CUDA_INC="$include" \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" "${only[@]}"
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" "${only[@]}" || return 1
+  nccl_collectives_built "$dir"
 }
 
 prepare() {
@@ -91,6 +116,9 @@ prepare() {
   mkdir -p .gpu
   cp /work/shared/gpu/fetch-debs.sh /work/shared/gpu/unpack-debs.sh .gpu/
   bash .gpu/fetch-debs.sh .gpu/debs
+  # PMIx's headers beside the carried libpmix: the machine's own (older) pmix.h compiled calls to
+  # functions the carried library lacks, and the LibTorch build failed to link (first device run).
+  (cd .gpu/debs && apt-get download libpmix-dev > /dev/null 2>&1 || apt-get download libpmix-dev)
   local mirror=${NCCL_MIRROR:-/work/.mirror/NVIDIA+nccl/repo}
   if [[ -d "$mirror" ]]; then
     git -C "$mirror" archive --format=tar.gz --prefix=nccl/ "$nccl_tag" > .gpu/nccl-src.tar.gz
@@ -236,6 +264,17 @@ setup() {
   done
   carried=no
   if [[ -x $prebuilt/tests/gpu/test_nccl_collectives ]]; then carried=yes; fi
+  # The PMIx start check against the PMIx that the carried Open MPI loads, never the machine's
+  # headers with the carried library; without the carried headers, no start check.
+  pmix_args=()
+  if [[ -n ${OPAL_PREFIX:-} ]]; then
+    local pmix=$OPAL_PREFIX/lib/x86_64-linux-gnu/pmix2
+    if [[ -f $pmix/include/pmix.h && -e $pmix/lib/libpmix.so ]]; then
+      pmix_args=(-DPMIX_INCLUDE_DIR="$pmix/include" -DPMIX_LIBRARY="$pmix/lib/libpmix.so")
+    else
+      pmix_args=(-DPMIX_INCLUDE_DIR=PMIX_INCLUDE_DIR-NOTFOUND -DPMIX_LIBRARY=PMIX_LIBRARY-NOTFOUND)
+    fi
+  fi
 }
 
 # program NAME: the GPU program built on the machine, else the carried one.
@@ -284,7 +323,7 @@ step_configure() {
   command -v ninja > /dev/null && generator=(-G Ninja)
   run "$log" 240 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DHVD_WITH_CUDA=ON -DHVD_WITH_TORCH=ON -DHVD_BUILD_EXAMPLES=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_PREFIX_PATH="$torch_prefix" "${nccl_args[@]}"
+    -DCMAKE_PREFIX_PATH="$torch_prefix" "${nccl_args[@]}" "${pmix_args[@]}"
 }
 
 torch_targets=(horovodcpp horovodcpp_torch test_torch mnist torch_step_benchmark)  # then synthetic_benchmark

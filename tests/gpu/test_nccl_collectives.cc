@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "tests/common/rank_reduction.h"
+#include "tests/gpu/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;
@@ -193,7 +194,7 @@ TEST_CASE("NCCL allgather with a different first dimension on each rank", "[allg
     std::vector<double> want;
     for (int r = 0; r < size(); ++r)
       for (std::int64_t i = 0; i < (r + 1) * cols; ++i) want.push_back((r + 1) * 10 + i % 7);
-    check_close(out.download(), want, dtype, "allgather");
+    check_close(out.download(), want, dtype, std::string("allgather.") + dtype_name(dtype));
   }
 }
 
@@ -208,7 +209,7 @@ TEST_CASE("NCCL broadcast from the last rank", "[broadcast]") {
     }
     auto t = device_tensor(dtype, {n}, in);
     broadcast_async(t, t, {root, std::string("broadcast.") + dtype_name(dtype)}).wait();
-    check_close(t->download(), want, dtype, "broadcast");
+    check_close(t->download(), want, dtype, std::string("broadcast.") + dtype_name(dtype));
   }
 }
 
@@ -234,7 +235,7 @@ TEST_CASE("NCCL alltoall with uneven splits", "[alltoall]") {
       for (std::int64_t j = 0; j < rows(q, me) * cols; ++j) want.push_back(cell(q, me, j));
     }
     REQUIRE(h.received_splits() == want_splits);
-    check_close(static_cast<DeviceTensor&>(*h.outputs().at(0)).download(), want, dtype, "alltoall");
+    check_close(static_cast<DeviceTensor&>(*h.outputs().at(0)).download(), want, dtype, std::string("alltoall.") + dtype_name(dtype));
   }
 }
 
@@ -343,8 +344,17 @@ TEST_CASE("NCCL reducescatter fused and padded, with prescale, postscale and int
 // on the thread's current stream). The pool may hand out memory that this stream freed while a
 // slow kernel on it still writes it: the NCCL stream must wait for the allocation's event.
 TEST_CASE("NCCL waits for outputs allocated on another stream", "[readiness][allgather][alltoall][reducescatter]") {
-  cudaStream_t pool;
-  test::check_cuda(cudaStreamCreateWithFlags(&pool, cudaStreamNonBlocking), "stream");
+  // Declared before the handles, so destroyed after them: their outputs free themselves on this
+  // stream (a cudaFreeAsync on the destroyed stream crashed the first real-GPU run).
+  struct OwnedStream {
+    cudaStream_t stream = nullptr;
+    ~OwnedStream() {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  } owned;
+  test::check_cuda(cudaStreamCreateWithFlags(&owned.stream, cudaStreamNonBlocking), "stream");
+  cudaStream_t pool = owned.stream;
   const std::int64_t cols = 64, rows = 4 * size();
   // A tensor of this stream that a slow kernel (~200 ms) is still writing when it is freed.
   auto recycle = [&] {
@@ -380,7 +390,6 @@ TEST_CASE("NCCL waits for outputs allocated on another stream", "[readiness][all
   for (std::int64_t i = rank() * block; i < (rank() + 1) * block; ++i) want.push_back(expected(ReduceOp::Sum, i, DataType::Float32));
   check_close(static_cast<DeviceTensor&>(*s.outputs().at(0)).download(), want, DataType::Float32, "pool reducescatter");
   test::check_cuda(cudaStreamSynchronize(pool), "sync");
-  cudaStreamDestroy(pool);
 }
 
 TEST_CASE("a joined rank contributes zeros to the NCCL allreduces it no longer submits", "[allreduce][join]") {
@@ -480,7 +489,5 @@ int main(int argc, char** argv) {
     cudaGetDeviceProperties(&prop, 0);
     std::printf("NCCL %d on %s, %d rank(s)\n", version, prop.name, size());
   }
-  const int failed = Catch::Session().run(argc, argv);
-  shutdown();
-  return failed == 0 ? 0 : 1;
+  return test::run_session_on_every_rank(argc, argv);
 }

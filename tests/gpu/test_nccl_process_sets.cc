@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "tests/gpu/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;
@@ -137,7 +138,5 @@ int main(int argc, char** argv) {
     return test::kSkipReturnCode;
   }
   test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
-  const int failed = Catch::Session().run(argc, argv);
-  shutdown();
-  return failed == 0 ? 0 : 1;
+  return test::run_session_on_every_rank(argc, argv);
 }

@@ -1,7 +1,10 @@
 #include "tests/gpu/emulation/streams.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "tests/gpu/emulation/emulation.h"
@@ -119,6 +122,9 @@ struct Registry {
   std::map<const void*, std::shared_ptr<Stream>> streams;
   std::map<int, std::shared_ptr<Stream>> legacy;
   std::map<const void*, std::shared_ptr<Event>> events;
+  // Handles destroyed and not handed out again: using one is undefined in CUDA (on the first real
+  // GPU run, cudaFreeAsync on a destroyed stream crashed), so the emulation stops the process.
+  std::set<const void*> destroyed;
   std::vector<std::atomic<int>> sticky;
   Registry() : sticky(static_cast<std::size_t>(config().devices > 0 ? config().devices : 1)) {}
 };
@@ -135,6 +141,7 @@ std::shared_ptr<Stream> create_stream(int device, bool blocking) {
   stream->start();
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().streams[stream.get()] = stream;
+  registry().destroyed.erase(stream.get());
   return stream;
 }
 
@@ -154,7 +161,13 @@ std::shared_ptr<Stream> resolve_stream(cudaStream_t handle) {
     return legacy_stream(current_device());
   std::lock_guard<std::mutex> lock(registry().mutex);
   auto it = registry().streams.find(handle);
-  return it == registry().streams.end() ? nullptr : it->second;
+  if (it != registry().streams.end()) return it->second;
+  if (registry().destroyed.count(handle) != 0) {
+    std::fprintf(stderr, "emulated CUDA: stream %p used after cudaStreamDestroy (undefined in CUDA, where it "
+                 "crashes)\n", static_cast<const void*>(handle));
+    std::abort();
+  }
+  return nullptr;
 }
 
 bool destroy_stream(cudaStream_t handle) {
@@ -165,6 +178,7 @@ bool destroy_stream(cudaStream_t handle) {
     if (it == registry().streams.end()) return false;
     stream = it->second;
     registry().streams.erase(it);
+    registry().destroyed.insert(handle);
   }
   stream->retire();  // as in CUDA: returns at once, the work already enqueued still runs
   return true;
