@@ -59,16 +59,16 @@ nccl_tag=${NCCL_TAG:-v2.30.7-1}
 python=${GPU_CHECK_PYTHON:-python3}
 deadline=${GPU_CHECK_SECONDS:-540}
 prebuilt=$root/.gpu/prebuilt
-# The collectives the tests and benchmarks use, Ring and Simple only: a fraction of NCCL's kernels,
-# so the build fits (GPU_CHECK_NCCL_FULL=1 builds all; the runs then let NCCL choose). NCCL's
-# src/device/generate.py names a reduction "<coll> <redop> <type> <algo> <proto>" but AllGather
-# and Broadcast "<coll> <algo> <proto>": a pattern that matches nothing builds no kernel for it and
-# NCCL then runs that collective as a no-op (the first device run's wrong broadcasts), so the
-# build is checked for a kernel source of every collective (nccl_collectives_built).
-nccl_only_funcs="AllReduce * * RING SIMPLE|AllGather RING SIMPLE|Broadcast RING SIMPLE|ReduceScatter * * RING SIMPLE|SendRecv"
-nccl_kernel_sources=(all_reduce_sum_f32.cu all_gather.cu broadcast.cu reduce_scatter_sum_f32.cu sendrecv.cu)
+# Every collective NCCL has, Ring and Simple only: a fraction of its kernels, so the build fits
+# (GPU_CHECK_NCCL_FULL=1 builds all; the runs then let NCCL choose). Every collective, not only
+# those we call: NCCL runs one through another (2.30 turns grouped ncclBroadcasts, our uneven
+# allgather, into AllGatherV) and runs a collective without kernels as a no-op, silently. NCCL's
+# src/device/generate.py names a reduction "<coll> <redop> <type> <algo> <proto>" and the others
+# "<coll> <algo> <proto>"; the build is checked for a kernel source of each (nccl_collectives_built).
+nccl_only_funcs="AllReduce * * RING SIMPLE|Reduce * * RING SIMPLE|ReduceScatter * * RING SIMPLE|AllGather RING SIMPLE|AllGatherV RING SIMPLE|Broadcast RING SIMPLE|SendRecv"
+nccl_kernel_sources=(all_reduce_sum_f32.cu reduce_sum_f32.cu reduce_scatter_sum_f32.cu all_gather.cu all_gather_v.cu broadcast.cu sendrecv.cu)
 
-# nccl_collectives_built DIR: every collective we call has kernels in the NCCL built in DIR/out.
+# nccl_collectives_built DIR: every collective has kernels in the NCCL built in DIR/out.
 nccl_collectives_built() {
   local source missing=0
   for source in "${nccl_kernel_sources[@]}"; do
@@ -502,13 +502,35 @@ step_horovod() {
   return $rc
 }
 
+# only_nccl_kernel_probes LOG: the tests passed and every error compute-sanitizer counted is an API
+# error NCCL's kernel setup (ncclInitKernelsForDevice) hit and handles: the wheel's NCCL asks for
+# the attributes of kernels it has no image for on this GPU (first seen on the H200, 2.28.9).
+only_nccl_kernel_probes() {
+  awk '
+    /========= Program hit cudaErrorNoKernelImageForDevice/ { pending = 1; next }
+    pending && /Host Frame:/ { if ($0 ~ /ncclInitKernelsForDevice/) probes++; pending = 0 }
+    /ERROR SUMMARY: [0-9]+ error/ { match($0, /[0-9]+ error/); total += substr($0, RSTART, RLENGTH) + 0 }
+    /All tests passed/ { passed = 1 }
+    END { exit !(passed && total > 0 && total == probes) }' "$1"
+}
+
 step_sanitizer() {
   local log=$1 rc=0 tool
   command -v compute-sanitizer > /dev/null || { echo "compute-sanitizer is not on the PATH" >> "$log"; return 1; }
   [[ $carried == no ]] && { await_build || { echo "no build: the build step failed" >> "$log"; return 1; }; }
   for tool in memcheck synccheck; do
-    run "$log" 180 mpirun "${mpirun_flags[@]}" -np 1 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      "$(program test_nccl_collectives)" "~[readiness]" || rc=1
+    local tool_log=$logs/sanitizer-$tool.log tool_rc
+    : > "$tool_log"
+    run "$tool_log" 180 mpirun "${mpirun_flags[@]}" -np 1 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$(program test_nccl_collectives)" "~[readiness]"
+    tool_rc=$?
+    cat "$tool_log" >> "$log"
+    if (( tool_rc != 0 )) && only_nccl_kernel_probes "$tool_log"; then
+      echo "$tool: every error reported is NCCL's own probe of a kernel this GPU has no image for" \
+        "(cudaErrorNoKernelImageForDevice in ncclInitKernelsForDevice, which NCCL handles): none is ours" >> "$log"
+      tool_rc=0
+    fi
+    (( tool_rc == 0 )) || rc=1
   done
   if grep -q "Device not supported" "$log"; then
     echo "compute-sanitizer refused this GPU ('Device not supported', as under gVisor): nothing was checked" >> "$log"

@@ -6,10 +6,14 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#ifdef HVD_BENCH_WITH_GLOO
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 namespace hvd::bench {
+
+#ifdef HVD_BENCH_WITH_GLOO
 
 struct GlooGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
@@ -68,5 +72,19 @@ void GlooGroup::allreduce_all_then_wait(std::vector<at::Tensor>& tensors) {
   }
   for (auto& w : works) w->wait();
 }
+
+#else  // a LibTorch without Gloo's headers (PyTorch's wheels): the peer cannot be built
+
+struct GlooGroup::Impl {};
+
+GlooGroup::GlooGroup(MPI_Comm, bool) {
+  throw std::runtime_error("c10d Gloo is not available: this LibTorch ships no Gloo headers (gloo/algorithm.h), "
+                           "so the benchmarks were built without their Gloo peer");
+}
+GlooGroup::~GlooGroup() = default;
+void GlooGroup::allreduce(at::Tensor&) {}
+void GlooGroup::allreduce_all_then_wait(std::vector<at::Tensor>&) {}
+
+#endif
 
 }  // namespace hvd::bench
