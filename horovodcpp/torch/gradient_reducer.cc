@@ -48,11 +48,14 @@ bool host_cores_full() {
   return static_cast<long>(sharing) * at::get_num_threads() >= usable;
 }
 
-// The gradients held for the end of a backward pass, by collective name, process-wide. Two
-// optimizers of one name holding the same gradient name in one pass would each reduce it when
-// its own pass-end callback runs, in an order that may differ between ranks: each would be
-// reduced with the other's gradient. Started allreduces are guarded by the runtime instead
-// ("already in flight").
+// The gradients' collective names an optimizer has taken, process-wide: from the hook that holds
+// one for the end of the pass or starts its allreduce until the pass writes it back (or it is
+// discarded). Two optimizers of one name taking the same gradient name in one pass would each
+// reduce it, in an order that may differ between ranks: each reduced with the other's gradient.
+// Refused here, in program order, so every rank refuses the same one; the runtime's own "already
+// in flight" refusal depends on whether the first allreduce has completed yet, which differs
+// between ranks (one rank refused, the other submitted twice, and a later pass's gradient was
+// reduced with the refused pass's).
 class HeldNames {
  public:
   bool claim(const std::string& name, const void* owner) {
@@ -225,7 +228,7 @@ void GradientReducer::on_gradient(std::size_t index) {
   slot.seen_version = grad.defined() ? grad._version() : -1;
   if (slot.passes < options_.backward_passes_per_step) return;
   if (starts_after_backward(grad))
-    hold(slot);
+    claim(slot);  // held for the end of the pass
   else
     start_allreduce(slot);
   // Runs once this backward pass has finished, on the thread that ran it (and starts what waited
@@ -256,22 +259,23 @@ bool GradientReducer::starts_after_backward(const at::Tensor& grad) const {
   return host_cores_full_ && grad.defined() && grad.device().is_cpu();
 }
 
-void GradientReducer::hold(Slot& slot) {
-  if (slot.held) return;
+void GradientReducer::claim(Slot& slot) {
+  if (slot.claimed) return;
   if (!held_names().claim(slot.collective.name, this))
     throw Error("allreduce '" + slot.collective.name + "' of " + std::string(kWho) + " gradient '" + slot.name +
-                "' is already in flight (held for the end of the backward pass). " + same_name_advice(options_.name));
-  slot.held = true;
+                "' is already in flight (another optimizer took it and has not written it back yet). " +
+                same_name_advice(options_.name));
+  slot.claimed = true;
 }
 
 void GradientReducer::release(Slot& slot) {
-  if (!slot.held) return;
+  if (!slot.claimed) return;
   held_names().release(slot.collective.name, this);
-  slot.held = false;
+  slot.claimed = false;
 }
 
 void GradientReducer::start_allreduce(Slot& slot) {
-  release(slot);  // from here the runtime refuses a second allreduce of this name
+  claim(slot);  // until write_back() or discard_in_flight() has its result
   at::NoGradGuard no_grad;
   if (slot.handle.valid()) {
     // Reduced once already in this step and accumulated onto since: the earlier result is
@@ -298,6 +302,7 @@ void GradientReducer::start_allreduce(Slot& slot) {
     slot.handle = hvd::allreduce_async(wire, wire, slot.collective, detail::ready_event(slot.wire));
   } catch (const Error& e) {
     slot.wire = at::Tensor();
+    release(slot);
     const std::string message = e.what();
     if (message.find("already in flight") == std::string::npos) throw;
     throw Error(message + ". " + same_name_advice(options_.name));
@@ -444,6 +449,7 @@ std::string GradientReducer::write_back() {
     }
     slot.handle = hvd::Handle();
     slot.wire = at::Tensor();
+    release(slot);
   }
   return failure;
 }
@@ -458,6 +464,7 @@ void GradientReducer::discard_in_flight() {
     }
     slot.handle = hvd::Handle();
     slot.wire = at::Tensor();
+    release(slot);
   }
 }
 

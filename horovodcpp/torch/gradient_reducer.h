@@ -73,7 +73,7 @@ class GradientReducer {
     std::int64_t seen_version = -1;
     at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy
     hvd::Handle handle;
-    bool held = false;  // complete, its allreduce held for the end of the pass (wire_name claimed)
+    bool claimed = false;  // its collective name taken (held for the end of the pass, or started)
   };
 
   // Runs before the accumulator writes param.grad().
@@ -116,7 +116,7 @@ class GradientReducer {
   bool takes_part(const Slot& slot) const { return slot.param.requires_grad(); }
   // Whether this gradient's allreduce waits for the end of the backward pass (options_.overlap).
   bool starts_after_backward(const at::Tensor& grad) const;
-  void hold(Slot& slot);     // mutex_ held; throws when another optimizer holds the same name
+  void claim(Slot& slot);    // mutex_ held; throws when another optimizer has taken the same name
   void release(Slot& slot);  // mutex_ held
   void start_allreduce(Slot& slot);  // mutex_ held
   // mutex_ held: starts what is not reduced or in flight (zeros where a parameter has no

@@ -2,6 +2,9 @@
 // gradients, parameters and runtime are still right afterwards.
 #include "torch_test_util.h"
 
+#include <chrono>
+#include <thread>
+
 namespace ht = hvd::torch;
 using hvd_test::error_of;
 using hvd_test::flat;
@@ -32,6 +35,16 @@ void check_gradients(const hvd_test::Mlp& model, const std::vector<torch::Tensor
     CHECK(params[i].grad().allclose(expected[i], 1e-5, 1e-6));
   }
 }
+
+// Identity forward; its backward pauses on rank 0 only.
+struct RankZeroPause : torch::autograd::Function<RankZeroPause> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    if (hvd::rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return grads;
+  }
+};
 
 }  // namespace
 
@@ -200,6 +213,39 @@ TEST_CASE("a sparse gradient is refused, and a failed synchronize is retried, ne
     CHECK(torch::equal(w, torch::zeros({3})));
     CHECK(torch::equal(embedding->weight, embedding_before));
     CHECK(w.grad().allclose(torch::full({3}, (size + 1) / 2.0f)));
+  }
+}
+
+// Whether the first optimizer's allreduce of a name has completed when the second one's gradient
+// of that name arrives differs between ranks; the refusal must not. Here c's gradients come first
+// in the backward pass, then rank 0 pauses (long enough for c's allreduces to complete there), then
+// a's. A rank that submitted a's names after all (and the others not) would keep allreduces that a
+// later pass's gradients of those names are reduced with.
+TEST_CASE("two optimizers of the same name are refused alike on every rank when the second comes late",
+          "[optimizer][errors]") {
+  if (hvd::size() == 1) return;  // nothing is in flight at size 1
+  ht::DistributedOptimizerOptions o;
+  o.overlap = ht::GradientOverlap::DuringBackward;
+  auto a = make_mlp(6);
+  auto c = make_mlp(6);
+  auto x = torch::randn({kBatch, 8});
+  ht::DistributedOptimizer opt_a(torch::optim::SGD(a->parameters(), 0.1), a->named_parameters(), o);
+  ht::DistributedOptimizer opt_c(torch::optim::SGD(c->parameters(), 0.1), c->named_parameters(), o);
+  // c on a's output (4 columns, twice): backward reaches all of c's parameters before the pause,
+  // and a's after it.
+  const std::string error = error_of([&] { c->forward(RankZeroPause::apply(a->forward(x)).repeat({1, 2})).sum().backward(); });
+  CHECK_THAT(error, Catch::Contains("is already in flight"));
+  CHECK_THAT(error, Catch::Contains("give each optimizer its own DistributedOptimizerOptions::name"));
+  opt_a.zero_grad();
+  opt_c.zero_grad();
+  // Each optimizer's next pass reduces its own gradients: the mean over ranks r of the gradients
+  // of model(x * (r + 1)).sum().
+  for (hvd_test::Mlp* model : {&c, &a}) {
+    auto& opt = model == &c ? opt_c : opt_a;
+    const auto expected = expected_gradients(*model, x, 1);
+    (*model)->forward(x * (hvd::rank() + 1)).sum().backward();
+    opt.synchronize();
+    check_gradients(*model, expected);
   }
 }
 
