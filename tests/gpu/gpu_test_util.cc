@@ -77,6 +77,15 @@ OutputAllocator stream_allocator(cudaStream_t stream) {
   };
 }
 
+OwnedStream::OwnedStream() {
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+OwnedStream::~OwnedStream() {
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
 CudaReadyEvent::CudaReadyEvent(cudaStream_t stream) {
   check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
   check_cuda(cudaEventRecord(event_, stream), "cudaEventRecord");

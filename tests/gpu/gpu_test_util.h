@@ -55,6 +55,21 @@ OutputAllocator device_allocator();
 // allocator gives them on the background thread's current stream.
 OutputAllocator stream_allocator(cudaStream_t stream);
 
+// A non-blocking stream that lives as long as its scope: declare it before the tensors allocated
+// on it (allocate_on), so that they free themselves on it before it is destroyed (a cudaFreeAsync
+// on a destroyed stream crashed on a real GPU). Synchronized before it is destroyed.
+class OwnedStream {
+ public:
+  OwnedStream();
+  ~OwnedStream();
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 // A ready event recorded on a producer stream.
 class CudaReadyEvent final : public ReadyEvent {
  public:

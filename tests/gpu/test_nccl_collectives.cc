@@ -344,17 +344,8 @@ TEST_CASE("NCCL reducescatter fused and padded, with prescale, postscale and int
 // on the thread's current stream). The pool may hand out memory that this stream freed while a
 // slow kernel on it still writes it: the NCCL stream must wait for the allocation's event.
 TEST_CASE("NCCL waits for outputs allocated on another stream", "[readiness][allgather][alltoall][reducescatter]") {
-  // Declared before the handles, so destroyed after them: their outputs free themselves on this
-  // stream (a cudaFreeAsync on the destroyed stream crashed the first real-GPU run).
-  struct OwnedStream {
-    cudaStream_t stream = nullptr;
-    ~OwnedStream() {
-      cudaStreamSynchronize(stream);
-      cudaStreamDestroy(stream);
-    }
-  } owned;
-  test::check_cuda(cudaStreamCreateWithFlags(&owned.stream, cudaStreamNonBlocking), "stream");
-  cudaStream_t pool = owned.stream;
+  const test::OwnedStream owned;  // before the handles: their outputs free themselves on it
+  cudaStream_t pool = owned.get();
   const std::int64_t cols = 64, rows = 4 * size();
   // A tensor of this stream that a slow kernel (~200 ms) is still writing when it is freed.
   auto recycle = [&] {

@@ -121,9 +121,9 @@ TEST_CASE("a rank that never reaches a communicator's creation fails it on every
 // caller's next tensor reuses the first output's memory from the same stream-ordered pool.
 TEST_CASE("a failed operation's stream never writes memory the caller got back", "[enqueue]") {
   warm_up();
-  cudaStream_t pool, producer;
-  test::check_cuda(cudaStreamCreateWithFlags(&pool, cudaStreamNonBlocking), "stream");
-  test::check_cuda(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), "stream");
+  // Before the tensors and handles: they free themselves on these streams.
+  const test::OwnedStream owned_pool, owned_producer;
+  cudaStream_t pool = owned_pool.get(), producer = owned_producer.get();
   const std::int64_t n = 64 * size();
   std::vector<TensorPtr> inputs;
   std::vector<ReadyEventPtr> ready;
@@ -158,8 +158,6 @@ TEST_CASE("a failed operation's stream never writes memory the caller got back",
   const double ranks = size() * (size() + 1) / 2.0;
   for (std::int64_t i = rank() * 64; i < (rank() + 1) * 64; ++i) want.push_back(ranks * (i + 1));
   REQUIRE(static_cast<DeviceTensor&>(*ok.outputs().at(0)).download() == want);
-  cudaStreamDestroy(producer);
-  cudaStreamDestroy(pool);
 }
 
 TEST_CASE("a kernel that fails after the collective fails only its own rank's operation", "[enqueue]") {
