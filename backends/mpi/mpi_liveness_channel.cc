@@ -8,7 +8,20 @@ namespace {
 constexpr int kWaitingTag = 7101;
 constexpr int kFailureTag = 7102;
 constexpr int kSetFailureSeenTag = 7103;
+
+// Receives every one-word message of `tag` that has arrived, passing got(source, word) each.
+template <class Word, class Got>
+void drain(MPI_Comm comm, int tag, MPI_Datatype type, Got got) {
+  while (true) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status) != MPI_SUCCESS || !arrived) return;
+    Word word{};
+    MPI_Recv(&word, 1, type, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
+    got(status.MPI_SOURCE, word);
+  }
 }
+}  // namespace
 
 MpiLivenessChannel::MpiLivenessChannel(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
@@ -32,14 +45,7 @@ void MpiLivenessChannel::send_waiting() {
 
 std::vector<int> MpiLivenessChannel::receive_reports() {
   std::vector<int> from;
-  while (true) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kWaitingTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
-    std::uint64_t value = 0;
-    MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, kWaitingTag, comm_, MPI_STATUS_IGNORE);
-    from.push_back(status.MPI_SOURCE);
-  }
+  drain<std::uint64_t>(comm_, kWaitingTag, MPI_UINT64_T, [&](int source, std::uint64_t) { from.push_back(source); });
   return from;
 }
 
@@ -91,14 +97,8 @@ void MpiLivenessChannel::send_set_failure_seen(int set_id, const std::vector<int
 
 std::vector<std::pair<int, int>> MpiLivenessChannel::receive_set_failures_seen() {
   std::vector<std::pair<int, int>> from;
-  while (true) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kSetFailureSeenTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
-    std::int64_t set_id = 0;
-    MPI_Recv(&set_id, 1, MPI_INT64_T, status.MPI_SOURCE, kSetFailureSeenTag, comm_, MPI_STATUS_IGNORE);
-    from.emplace_back(status.MPI_SOURCE, static_cast<int>(set_id));
-  }
+  drain<std::int64_t>(comm_, kSetFailureSeenTag, MPI_INT64_T,
+                      [&](int source, std::int64_t set_id) { from.emplace_back(source, static_cast<int>(set_id)); });
   return from;
 }
 

@@ -73,15 +73,6 @@ void say(const std::string& message) {
   std::fflush(stderr);
 }
 
-// Each rank's error with the store (a directory that is not this user's alone, a failed write)
-// becomes an error on every rank: a rank that stopped alone would leave the others waiting.
-void throw_if_any_failed(const std::string& failure, const std::string& what, const std::string& name) {
-  const std::int64_t failed = allreduce_int(failure.empty() ? -1 : rank(), ReduceOp::Max, name);
-  if (failed < 0) return;
-  if (!failure.empty()) throw Error(what + " failed on rank " + std::to_string(rank()) + ": " + failure);
-  throw Error(what + " failed on rank " + std::to_string(failed) + " (see its error)");
-}
-
 // Runs step on this rank, then every rank learns whether it failed on any: a step that fails on
 // some ranks only (a state that cannot be read back on one of them) would otherwise leave the
 // others waiting alone in the next collective. A rank that failed rethrows its own exception (a
@@ -96,6 +87,16 @@ void agree_on(const std::function<void()>& step, const std::string& what, const 
   const std::int64_t failed = allreduce_int(error ? rank() : -1, ReduceOp::Max, name);
   if (error) std::rethrow_exception(error);
   if (failed >= 0) throw Error(what + " failed on rank " + std::to_string(failed) + " (see its error)");
+}
+
+// agree_on for a failure already caught (an error with the store: a directory that is not this
+// user's alone, a failed write), which names this rank in its message.
+void throw_if_any_failed(const std::string& failure, const std::string& what, const std::string& name) {
+  agree_on(
+      [&] {
+        if (!failure.empty()) throw Error(what + " failed on rank " + std::to_string(rank()) + ": " + failure);
+      },
+      what, name);
 }
 
 }  // namespace
