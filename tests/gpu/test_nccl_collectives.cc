@@ -13,7 +13,7 @@
 #include <cstdio>
 
 #include "tests/common/rank_reduction.h"
-#include "tests/gpu/every_rank_session.h"
+#include "tests/common/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "tests/gpu/every_rank_session.h"
+#include "tests/common/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;

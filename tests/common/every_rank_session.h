@@ -1,7 +1,7 @@
-// The Catch session of a multi-rank GPU test program. With several ranks the first failed
-// assertion ends the job at once: a rank that leaves a test case early submits other tensors than
-// its peers, who would wait for it until the launcher's timeout (the first real-GPU run lost
-// 400 s of its 540 so, on collectives that had already failed).
+// The Catch session of a multi-rank test program (the GPU tests, the LibTorch tests). With several
+// ranks the first failed assertion ends the job at once: a rank that leaves a test case early
+// submits other tensors than its peers, who would wait for it until the launcher's timeout (the
+// first real-GPU run lost 400 s of its 540 so, on collectives that had already failed).
 #pragma once
 
 #include <catch2/catch.hpp>
