@@ -1,6 +1,6 @@
 // main() for the multi-process Catch2 programs: every rank runs the same test cases in the same
-// order between hvd::init() and hvd::shutdown(); the exit code is non-zero if any test failed on
-// this rank, so mpirun (and ctest) fail when any rank fails.
+// order between hvd::init() and hvd::shutdown(); a failure on any rank fails the program, and with
+// several ranks the first one ends the job at once (tests/common/every_rank_session.h).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -8,12 +8,11 @@
 
 #include <horovodcpp/horovod.h>
 
+#include "tests/common/every_rank_session.h"
+
 int main(int argc, char** argv) {
   hvd::init();
-  Catch::Session session;
   // Keep one rank's output readable: each line of the report names the rank.
   std::fprintf(stderr, "rank %d of %d starting tests\n", hvd::rank(), hvd::size());
-  int failed = session.run(argc, argv);
-  hvd::shutdown();
-  return failed == 0 ? 0 : 1;
+  return hvd::test::run_session_on_every_rank(argc, argv);
 }

@@ -1,23 +1,19 @@
 // The custom main shared by the multi-process timeline tests: every rank runs the same Catch2
-// session between hvd::init() and hvd::shutdown(), and the program fails if any rank failed.
+// session between hvd::init() and hvd::shutdown(); a failure on any rank fails the program, and
+// with several ranks the first one ends the job at once (tests/common/every_rank_session.h).
 #pragma once
 
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include "horovodcpp/horovod.h"
+#include "tests/common/every_rank_session.h"
 
 namespace hvd::timeline::test {
 
 inline int run_mpi_catch_session(int argc, char** argv) {
   hvd::init();
-  int failed = Catch::Session().run(argc, argv);
-  auto count = hvd::HostTensor::allocate(hvd::DataType::Int32, {1});
-  count->data_as<std::int32_t>()[0] = failed != 0 ? 1 : 0;
-  hvd::allreduce_async(count, count, {hvd::ReduceOp::Sum, "timeline_test.failed_ranks"}).wait();
-  const int failed_ranks = count->data_as<std::int32_t>()[0];
-  hvd::shutdown();
-  return failed_ranks != 0 ? 1 : 0;
+  return hvd::test::run_session_on_every_rank(argc, argv);
 }
 
 }  // namespace hvd::timeline::test
