@@ -1,6 +1,7 @@
 // Training-step time of hvd::torch::DistributedOptimizer against plain LibTorch on the same
-// model and data. On the GPU (the default) at np=1 the difference is the runtime's own overhead
-// (hooks, negotiation, the NCCL path); scripts/gpu-check.sh prints it in its table. Exits with 77
+// model and data. At np=1 the optimizer registers no hooks and reduces nothing, so the difference
+// is what wrapping it and the idle runtime beside the step cost; at np > 1 it adds the reduction
+// (hooks, negotiation, the NCCL path). scripts/gpu-check.sh prints it in its table. Exits with 77
 // (skipped) when LibTorch sees no CUDA device and --cpu was not given.
 //
 // Usage: torch_step_benchmark [steps] [--cpu] [--model mlp|small] [--rounds N]
