@@ -21,6 +21,16 @@ void drain(MPI_Comm comm, int tag, MPI_Datatype type, Got got) {
     got(status.MPI_SOURCE, word);
   }
 }
+
+// A send no peer has taken yet is cancelled and freed: a frozen or gone peer must not hold this rank.
+void cancel_if_pending(MPI_Request& request) {
+  if (request == MPI_REQUEST_NULL) return;
+  int done = 0;
+  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  if (done) return;
+  MPI_Cancel(&request);
+  MPI_Request_free(&request);
+}
 }  // namespace
 
 MpiLivenessChannel::MpiLivenessChannel(MPI_Comm comm) : comm_(comm) {
@@ -63,11 +73,7 @@ void MpiLivenessChannel::send_failure(const std::string& reason) {
   while (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  for (auto& request : sent) {
-    if (request == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&request);
-    MPI_Request_free(&request);
-  }
+  for (auto& request : sent) cancel_if_pending(request);
 }
 
 std::string MpiLivenessChannel::receive_failure() {
@@ -103,23 +109,8 @@ std::vector<std::pair<int, int>> MpiLivenessChannel::receive_set_failures_seen()
 }
 
 void MpiLivenessChannel::close() {
-  for (auto& request : sends_) {
-    if (request == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      MPI_Cancel(&request);
-      MPI_Request_free(&request);
-    }
-  }
-  for (auto& n : notices_) {
-    int done = 0;
-    MPI_Test(&n.request, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      MPI_Cancel(&n.request);
-      MPI_Request_free(&n.request);
-    }
-  }
+  for (auto& request : sends_) cancel_if_pending(request);
+  for (auto& n : notices_) cancel_if_pending(n.request);
   notices_.clear();
   receive_reports();
   receive_set_failures_seen();
