@@ -268,8 +268,8 @@ TEST_CASE("NCCL waits for the producer's ready event before reading the input", 
   const std::int64_t n = 4096;
   auto input = device_tensor(DataType::Float32, {n}, std::vector<double>(n, -1.0));
   auto output = DeviceTensor::allocate(DataType::Float32, {n});
-  cudaStream_t producer;
-  test::check_cuda(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), "stream");
+  const test::OwnedStream owned;
+  cudaStream_t producer = owned.get();
   // The kernel spins ~200 ms before it writes the values; the ready event follows it.
   test::check_cuda(test::launch_delayed_fill(static_cast<float*>(input->data()), n, rank() + 1.0f,
                                              200000000LL, producer), "delayed fill");
@@ -281,7 +281,6 @@ TEST_CASE("NCCL waits for the producer's ready event before reading the input", 
   const double ranks = size() * (size() + 1) / 2.0;
   for (std::int64_t i = 0; i < n; ++i) want[i] = (i + 1) * ranks;
   check_close(output->download(), want, DataType::Float32, "readiness");
-  cudaStreamDestroy(producer);
 }
 
 TEST_CASE("NCCL allgather fused, the first dimension differing by rank and tensor", "[allgather]") {
