@@ -2,6 +2,7 @@
 Horovod-style training run on N ranks ends where one process training on the union of their
 batches ends."""
 import copy
+import time
 import warnings
 
 import pytest
@@ -165,6 +166,36 @@ def test_synchronize_skip_synchronize_and_the_warning():
         opt.step()
     assert isinstance(opt, torch.optim.SGD)
     assert sorted(opt._parameter_names.values()) == ['bias', 'weight']
+
+
+@pytest.mark.parametrize("during_backward", [False, True], ids=["after_backward", "during_backward"])
+def test_two_optimizers_of_one_name_are_refused_alike_on_every_rank(during_backward, rank, size):
+    # Two models whose parameters share names ("weight", "bias"), both backward before either
+    # steps. Rank 0 comes late to the second backward: the first model's allreduces have
+    # completed there, not yet on the others. The second optimizer is refused on every rank, at
+    # the same point, and neither model gets the other's gradient.
+    first, second = torch.nn.Linear(4, 1).double(), torch.nn.Linear(4, 1).double()
+    opts = [hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), named_parameters=m.named_parameters())
+            for m in (first, second)]
+    for opt in opts:
+        opt._defer_host_gradients = not during_backward
+    x = torch.full((2, 4), float(rank + 1), dtype=torch.float64)
+    first(x).sum().backward()
+    if rank == 0:
+        time.sleep(0.3)
+    with pytest.raises(ValueError, match="the gradient of parameter '(weight|bias)' is held by another "
+                                         "DistributedOptimizer"):
+        (2 * second(x)).sum().backward()
+    opts[0].step()
+    # d(sum of rows)/dW on rank r is 2 (r + 1) per element; averaged over the ranks: size + 1.
+    assert torch.equal(first.weight.grad, torch.full((1, 4), float(size + 1), dtype=torch.float64))
+    assert torch.equal(first.bias.grad, torch.full((1,), 2.0, dtype=torch.float64))
+    # The first optimizer has written its gradients back: the names are free again.
+    opts[1].zero_grad()
+    (2 * second(x)).sum().backward()
+    opts[1].step()
+    assert torch.equal(second.weight.grad, torch.full((1, 4), 2.0 * (size + 1), dtype=torch.float64))
+    assert torch.equal(second.bias.grad, torch.full((1,), 4.0, dtype=torch.float64))
 
 
 def test_unnamed_parameters_get_the_same_names_everywhere():

@@ -11,7 +11,9 @@ zeros for parameters whose gradient this rank did not compute (another rank may 
 all of them, then runs the wrapped optimizer's step.
 """
 import os
+import threading
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -49,6 +51,50 @@ def _split_list(items, parts):
             chunks.append(items[start:end])
         start = end
     return chunks
+
+
+class _HeldNames:
+    """The gradient names DistributedOptimizers have taken, process-wide: (process set id,
+    parameter name) -> the taker (weakly).
+
+    Note [A gradient name is held from its hook to synchronize()]: two optimizers whose
+    parameters share names (two models' "weight"s) would otherwise both submit allreduces of one
+    name in one step. The runtime refuses a name already in flight, but whether the first one is
+    still in flight when the second comes depends on timing, which differs between ranks: one
+    rank refuses, another reduces both (each with the other's gradient, or later, with a stale
+    one) and the job hangs or trains on wrong gradients. Refused here instead, in program order,
+    so every rank refuses the same gradient at the same point with the same error.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()  # hooks of CUDA gradients run on autograd's device threads
+        self._held = {}
+
+    def claim(self, owner, keys):
+        """Takes every one of ``keys`` for ``owner`` (a weakref to the optimizer), or none of them:
+        raises ValueError naming the first one another live optimizer holds."""
+        with self._lock:
+            for set_id, name in keys:
+                holder = self._held.get((set_id, name))
+                if holder is not None and holder is not owner and holder() is not None:
+                    raise ValueError(
+                        "DistributedOptimizer: the gradient of parameter '%s'%s is held by another "
+                        "DistributedOptimizer, which took it in a backward pass and has not synchronized it yet "
+                        "(step() or synchronize()); reducing both at once would mix the two gradients. Give each "
+                        "model's parameters their own names (named_parameters=[('model2.' + n, p) for n, p in "
+                        "model.named_parameters()]), or step the first optimizer before the second one's backward"
+                        % (name, '' if set_id == 0 else ' in process set %d' % set_id))
+            for key in keys:
+                self._held[key] = owner
+
+    def release(self, owner, keys):
+        with self._lock:
+            for key in keys:
+                if self._held.get(key) is owner:
+                    del self._held[key]
+
+
+_held_names = _HeldNames()
 
 
 class _DistributedOptimizer:
@@ -90,6 +136,8 @@ class _DistributedOptimizer:
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
+        self._self_ref = weakref.ref(self)
+        self._held_keys = set()   # see Note [A gradient name is held from its hook to synchronize()]
         # See Note [Host gradients wait for the end of backward on a full host].
         self._defer_host_gradients = _host_is_full()
 
@@ -143,6 +191,21 @@ class _DistributedOptimizer:
                 self._p_to_group[p] = group
             self._group_counts[group] = 0
 
+    def _hold(self, params):
+        """Takes the names of ``params``' gradients for this step, all or none (ValueError when
+        another optimizer holds one): see Note [A gradient name is held from its hook to
+        synchronize()]."""
+        set_id = self.process_set.process_set_id
+        keys = [(set_id, self._parameter_names[p]) for p in params]
+        keys = [k for k in keys if k not in self._held_keys]
+        if keys:
+            _held_names.claim(self._self_ref, keys)
+            self._held_keys.update(keys)
+
+    def _release_held(self):
+        _held_names.release(self._self_ref, self._held_keys)
+        self._held_keys.clear()
+
     def _scale_factors(self):
         if self.op == Average:
             # Average divides by the set's size after the reduction; a predivide factor moves part
@@ -187,6 +250,8 @@ class _DistributedOptimizer:
             assert not p.grad.requires_grad
             assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
+            if self._allreduce_delay[p] == 1:
+                self._hold([p])  # before any change: a refused gradient leaves this optimizer as it was
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
                 # A gradient left without a handle here goes out in synchronize().
@@ -223,6 +288,7 @@ class _DistributedOptimizer:
         pending = [p for group in self.param_groups for p in group['params']
                    if p in self._requires_update and p not in submitted]
         if pending:
+            self._hold([gp for p in pending for gp in (self._p_to_group.get(p) or (p,))])
             with _C.SubmissionBatch():
                 for p in pending:
                     group = self._p_to_group.get(p) if self._groups is not None else None
@@ -230,28 +296,46 @@ class _DistributedOptimizer:
                         self._handles[p] = self._allreduce_grad_async(p)
                     elif group not in self._handles:
                         self._handles[group] = self._grouped_allreduce_grad_async(group)
-        for key, (handle, ctx) in self._handles.items():
-            if isinstance(key, tuple):
-                outputs = synchronize(handle)
-                for gp, output, gctx in zip(key, outputs, ctx):
-                    self._allreduce_delay[gp] = self.backward_passes_per_step
-                    gp.grad.set_(self._compression.decompress(output, gctx))
-                if self._group_counts.get(key):
-                    self._group_counts[key] = 0
-                continue
-            output = handle() if callable(handle) else synchronize(handle)
-            self._allreduce_delay[key] = self.backward_passes_per_step
-            if self._groups is not None and key in self._p_to_group:
-                self._group_counts[self._p_to_group[key]] = 0
-            if key.grad.is_sparse:
-                aggregated = self._compression.decompress(output, ctx)
-                if not aggregated.is_sparse:
-                    aggregated = aggregated.to_sparse()
-                key.grad.zero_().add_(aggregated)  # sparse gradients have no set_()
-            else:
-                key.grad.set_(self._compression.decompress(output, ctx))
+        waiting = list(self._handles.items())
+        try:
+            for done, (key, (handle, ctx)) in enumerate(waiting):
+                self._write_back(key, handle, ctx)
+        except BaseException:
+            # The runtime still holds the names of the allreduces not waited for: wait for them
+            # (their errors are this one's), so the names this optimizer releases are free.
+            for _, (handle, _) in waiting[done + 1:]:
+                try:
+                    handle() if callable(handle) else synchronize(handle)
+                except Exception:
+                    pass
+            raise
+        finally:
+            self._release_held()
         self._handles.clear()
         self._synchronized = True
+
+    def _write_back(self, key, handle, ctx):
+        """Waits for one allreduce (a parameter's, or a group's when ``key`` is a tuple) and puts
+        its result in the gradients."""
+        if isinstance(key, tuple):
+            outputs = synchronize(handle)
+            for gp, output, gctx in zip(key, outputs, ctx):
+                self._allreduce_delay[gp] = self.backward_passes_per_step
+                gp.grad.set_(self._compression.decompress(output, gctx))
+            if self._group_counts.get(key):
+                self._group_counts[key] = 0
+            return
+        output = handle() if callable(handle) else synchronize(handle)
+        self._allreduce_delay[key] = self.backward_passes_per_step
+        if self._groups is not None and key in self._p_to_group:
+            self._group_counts[self._p_to_group[key]] = 0
+        if key.grad.is_sparse:
+            aggregated = self._compression.decompress(output, ctx)
+            if not aggregated.is_sparse:
+                aggregated = aggregated.to_sparse()
+            key.grad.zero_().add_(aggregated)  # sparse gradients have no set_()
+        else:
+            key.grad.set_(self._compression.decompress(output, ctx))
 
     @contextmanager
     def skip_synchronize(self):
@@ -283,6 +367,7 @@ class _DistributedOptimizer:
 
     def load_state_dict(self, *args, **kwargs):
         self._handles = {}
+        self._release_held()
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
