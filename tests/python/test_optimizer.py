@@ -4,6 +4,7 @@ batches ends."""
 import copy
 import time
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -196,6 +197,41 @@ def test_two_optimizers_of_one_name_are_refused_alike_on_every_rank(during_backw
     opts[1].step()
     assert torch.equal(second.weight.grad, torch.full((1, 4), 2.0 * (size + 1), dtype=torch.float64))
     assert torch.equal(second.bias.grad, torch.full((1,), 4.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("during_backward", [False, True], ids=["after_backward", "during_backward"])
+def test_wrapping_the_model_again_replaces_the_dropped_optimizer(during_backward, rank, size):
+    # A program that wraps its model's optimizer again (new options, a new epoch) and drops the
+    # old one: only the new one reduces from then on, and every step averages over the ranks.
+    model = torch.nn.Linear(4, 1).double()
+    torch.nn.init.zeros_(model.weight)
+    torch.nn.init.zeros_(model.bias)
+    x = torch.full((2, 4), float(rank + 1), dtype=torch.float64)
+
+    def wrap(lr):
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr),
+                                       named_parameters=model.named_parameters())
+        opt._defer_host_gradients = not during_backward
+        return opt
+
+    def step(opt):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        # d(sum of rows)/dW on rank r is 2 (r + 1) per element; averaged over the ranks: size + 1.
+        assert torch.equal(model.weight.grad, torch.full((1, 4), float(size + 1), dtype=torch.float64))
+        assert torch.equal(model.bias.grad, torch.full((1,), 2.0, dtype=torch.float64))
+
+    opt = wrap(0.5)
+    step(opt)
+    dropped = weakref.ref(opt)
+    opt = wrap(0.25)
+    assert dropped() is None
+    for _ in range(3):
+        step(opt)
+    # One step at lr 0.5 and three at 0.25, each by the averaged gradient.
+    assert torch.allclose(model.weight, torch.full((1, 4), -1.25 * (size + 1), dtype=torch.float64))
+    assert torch.allclose(model.bias, torch.full((1,), -2.5, dtype=torch.float64))
 
 
 def test_unnamed_parameters_get_the_same_names_everywhere():

@@ -82,7 +82,8 @@ class _HeldNames:
                         "DistributedOptimizer, which took it in a backward pass and has not synchronized it yet "
                         "(step() or synchronize()); reducing both at once would mix the two gradients. Give each "
                         "model's parameters their own names (named_parameters=[('model2.' + n, p) for n, p in "
-                        "model.named_parameters()]), or step the first optimizer before the second one's backward"
+                        "model.named_parameters()]), step the first optimizer before the second one's backward, or, "
+                        "if the second replaces the first, drop every reference to the first (a scheduler's too)"
                         % (name, '' if set_id == 0 else ' in process set %d' % set_id))
             for key in keys:
                 self._held[key] = owner
@@ -160,6 +161,15 @@ class _DistributedOptimizer:
             self._register_hooks()
 
     def _register_hooks(self):
+        # Note [A dropped DistributedOptimizer stops reducing]: the optimizer holds each
+        # parameter's gradient accumulator (autograd keeps only one while someone does), so a
+        # later optimizer over the same parameters hooks the same accumulators. A hook holding its
+        # optimizer strongly would keep every DistributedOptimizer ever made over a model alive
+        # and reducing, unreachable as it is: after the model's optimizer was wrapped again (new
+        # param groups, a new epoch), every gradient went out twice per step, and the old
+        # optimizer, never stepped again, failed the next backward ("Gradients were computed
+        # more than backward_passes_per_step times", or its name held). Held weakly, an optimizer
+        # the program no longer references is freed at once and its hooks do nothing.
         if self._groups is not None:
             self._form_groups()
         for group in self.param_groups:
@@ -242,33 +252,43 @@ class _DistributedOptimizer:
         return handle, ctxs
 
     def _make_hook(self, p):
+        # The hook holds the optimizer weakly (Note [A dropped DistributedOptimizer stops
+        # reducing]).
+        owner = weakref.ref(self)
+
         def hook(*unused):
-            if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
-                raise AssertionError('Gradients were computed more than backward_passes_per_step times before '
-                                     'call to step(). Increase backward_passes_per_step to accumulate gradients '
-                                     'locally.')
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
-            handle, ctx = None, None
-            if self._allreduce_delay[p] == 1:
-                self._hold([p])  # before any change: a refused gradient leaves this optimizer as it was
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                # A gradient left without a handle here goes out in synchronize().
-                defer = self._defer_host_gradients and not p.grad.is_cuda
-                if self._groups is not None:
-                    group = self._p_to_group[p]
-                    self._group_counts[group] += 1
-                    if self._group_counts[group] == len(group) and not defer:
-                        self._handles[group] = self._grouped_allreduce_grad_async(group)
-                        for gp in group:
-                            self._handles.pop(gp, None)
-                        self._group_counts[group] = 0
-                        return
-                elif not defer:
-                    handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
+            optimizer = owner()
+            if optimizer is not None:
+                optimizer._gradient_ready(p)
         return hook
+
+    def _gradient_ready(self, p):
+        """Backward has accumulated ``p``'s gradient (the hook on its accumulator)."""
+        if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
+            raise AssertionError('Gradients were computed more than backward_passes_per_step times before '
+                                 'call to step(). Increase backward_passes_per_step to accumulate gradients '
+                                 'locally.')
+        assert not p.grad.requires_grad
+        assert self._allreduce_delay[p] > 0
+        handle, ctx = None, None
+        if self._allreduce_delay[p] == 1:
+            self._hold([p])  # before any change: a refused gradient leaves this optimizer as it was
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] == 0:
+            # A gradient left without a handle here goes out in synchronize().
+            defer = self._defer_host_gradients and not p.grad.is_cuda
+            if self._groups is not None:
+                group = self._p_to_group[p]
+                self._group_counts[group] += 1
+                if self._group_counts[group] == len(group) and not defer:
+                    self._handles[group] = self._grouped_allreduce_grad_async(group)
+                    for gp in group:
+                        self._handles.pop(gp, None)
+                    self._group_counts[group] = 0
+                    return
+            elif not defer:
+                handle, ctx = self._allreduce_grad_async(p)
+        self._handles[p] = (handle, ctx)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting the ones backward did not reach on
