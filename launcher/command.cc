@@ -38,8 +38,14 @@ void add_mpirun_arguments(const LaunchOptions& o, const LaunchContext& ctx, int 
   auto& a = plan->argv;
   a = {"mpirun"};
   if (ctx.is_root) a.push_back("--allow-run-as-root");
-  a.insert(a.end(), {"-np", std::to_string(np), "-H", host_list_string(plan->hosts), "-bind-to",
-                     "none", "-map-by", "slot", "--tag-output"});
+  a.insert(a.end(), {"-np", std::to_string(np), "-H", host_list_string(plan->hosts)});
+  if (o.binding_args.empty())
+    a.insert(a.end(), {"-bind-to", "none", "-map-by", "slot"});
+  else
+    a.insert(a.end(), o.binding_args.begin(), o.binding_args.end());
+  a.push_back("--tag-output");
+  if (o.timestamp_output) a.push_back("--timestamp-output");
+  if (o.tcp_only) a.insert(a.end(), {"-mca", "pml", "ob1", "-mca", "btl", "tcp,self"});
   if (!o.output_filename.empty()) a.insert(a.end(), {"--output-filename", o.output_filename});
   std::string rsh;
   if (o.ssh_port != 0) rsh = "-p " + std::to_string(o.ssh_port);
@@ -95,9 +101,9 @@ void add_srun_arguments(const LaunchOptions& o, const Environment& env, LaunchPl
     throw hvd::Error("--output-filename is not supported under srun; pass srun's --output "
                      "through --mpi-args");
   if (o.ssh_port != 0 || !o.ssh_identity_file.empty() || !o.network_interfaces.empty() ||
-      o.start_timeout > 0)
-    plan->warnings.push_back("-p, -i, --network-interfaces and --start-timeout are mpirun "
-                             "settings and are ignored under srun");
+      o.start_timeout > 0 || o.tcp_only || !o.binding_args.empty() || o.timestamp_output)
+    plan->warnings.push_back("-p, -i, --network-interfaces, --start-timeout, --tcp, --binding-args and "
+                             "-prefix-timestamp are mpirun settings and are ignored under srun");
 }
 
 // An interface name such as eth0, not an address or a CIDR subnet.
@@ -126,6 +132,7 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   LaunchPlan plan;
   plan.launcher = "mpirun";
   plan.added = o.knob_env;
+  plan.warnings = o.notes;
   // As in Horovod, --start-timeout also bounds how long each rank's hvd::init() waits for the others.
   if (o.start_timeout > 0) plan.added.emplace_back("HOROVOD_START_TIMEOUT", std::to_string(o.start_timeout));
   if (inside_slurm(ctx.env) && o.hosts.empty() && o.hostfile.empty()) {

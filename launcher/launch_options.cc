@@ -7,6 +7,7 @@
 #include <map>
 
 #include "horovodcpp/horovod.h"
+#include "horovodrun_flags.h"
 #include "hosts.h"
 #include "shell_words.h"
 
@@ -28,8 +29,11 @@ struct NumberTexts {
 
 // horovodrun's single-dash names of more than one letter, which CLI11 cannot declare.
 const std::map<std::string, std::string>& single_dash_long_names() {
-  static const std::map<std::string, std::string> kNames = {{"-np", "--num-proc"},
-                                                            {"-cb", "--check-build"}};
+  static const std::map<std::string, std::string> kNames = {
+      {"-np", "--num-proc"},
+      {"-cb", "--check-build"},
+      {"-hostfile", "--hostfile"},
+      {"-prefix-timestamp", "--prefix-output-with-timestamp"}};
   return kNames;
 }
 
@@ -46,7 +50,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
   app.add_option("-i,--ssh-identity-file", o.ssh_identity_file,
                  "SSH identity (private key) file; its path may not contain whitespace.")
       ->type_name("FILE")->group(hosts);
-  app.add_option("--network-interfaces", o.network_interfaces,
+  app.add_option("--network-interfaces,--network-interface", o.network_interfaces,
                  "Interfaces or subnets for MPI traffic, e.g. eth0 or 10.0.0.0/24 (comma-separated).")
       ->type_name("LIST")->group(hosts);
   app.add_option("--start-timeout", numbers.start_timeout,
@@ -78,11 +82,11 @@ void add_elastic_flags(CLI::App& app, LaunchOptions& o, NumberTexts& numbers) {
                  "Run elastically: this command prints the usable hosts, one HOST or HOST:SLOTS "
                  "per line; hvdrun runs it before each launch and every second while the job runs.")
       ->type_name("COMMAND")->group(elastic);
-  app.add_option("--min-np", numbers.min_np,
+  app.add_option("--min-np,--min-num-proc", numbers.min_np,
                  "Fewest processes to train with (default -np); fewer slots: wait up to "
                  "--elastic-timeout, then fail.")
       ->type_name("N")->group(elastic);
-  app.add_option("--max-np", numbers.max_np, "Most processes to grow to (default: no limit).")
+  app.add_option("--max-np,--max-num-proc", numbers.max_np, "Most processes to grow to (default: no limit).")
       ->type_name("N")->group(elastic);
   app.add_option("--slots-per-host", numbers.slots_per_host,
                  "Slots of a host the discovery script prints without :SLOTS (default 1).")
@@ -250,6 +254,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   add_elastic_flags(app, o, numbers);
   KnobFlags knobs;
   knobs.add_to(app);
+  HorovodrunFlags horovodrun;
+  horovodrun.add_to(app);
 
   std::vector<std::string> ours;
   split_arguments(app, args, &ours, &o.command);
@@ -264,6 +270,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   }
   convert_numbers(app, numbers, o);
   o.knob_env = knobs.environment();
+  horovodrun.apply(o);
   check_values(app, o);
   check_elastic_values(app, o);
   return result;

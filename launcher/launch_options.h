@@ -36,6 +36,11 @@ struct LaunchOptions {
   int cooldown_min = 0, cooldown_max = 0;  // --blacklist-cooldown-range; 0 0: failed slots stay out
   int elastic_timeout = 600;               // seconds to wait for --min-np slots
   Environment knob_env;              // HOROVOD_* from knob flags, validated, table order
+  // horovodrun's other flags (horovodrun_flags.h):
+  std::vector<std::string> binding_args;  // --binding-args, in words: replaces -bind-to none -map-by slot
+  bool tcp_only = false;                  // --tcp: -mca pml ob1 -mca btl tcp,self
+  bool timestamp_output = false;          // -prefix-timestamp: mpirun --timestamp-output
+  std::vector<std::string> notes;         // flags accepted that change nothing, and why (warnings)
   std::vector<std::string> command;  // program and its arguments
 };
 

@@ -30,9 +30,10 @@ spdlog::level::level_enum parse_level(const std::string& level) {
 
 }  // namespace
 
-void configure_logging(int rank, const std::string& level) {
+void configure_logging(int rank, const std::string& level, bool hide_time) {
   auto log = logger();
-  log->set_pattern("[%H:%M:%S.%e] [horovodcpp rank " + std::to_string(rank) + "] [%l] %v");
+  log->set_pattern(std::string(hide_time ? "" : "[%H:%M:%S.%e] ") + "[horovodcpp rank " + std::to_string(rank) +
+                   "] [%l] %v");
   log->set_level(parse_level(level));
 }
 

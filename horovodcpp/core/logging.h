@@ -6,7 +6,7 @@
 
 namespace hvd::detail {
 
-void configure_logging(int rank, const std::string& level);  // level: trace..fatal
+void configure_logging(int rank, const std::string& level, bool hide_time);  // level: trace..fatal
 // Whether debug or trace lines would be written: lets hot paths skip building the message.
 enum class LogLevel { Trace, Debug };
 bool log_enabled(LogLevel level);

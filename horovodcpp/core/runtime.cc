@@ -113,7 +113,7 @@ void Runtime::initialize_on_background_thread() {
   world_ = transport_.create_world(settings_);
   topology_ = {world_->rank(),       world_->size(),       world_->local_rank(),
                world_->local_size(), world_->cross_rank(), world_->cross_size()};
-  configure_logging(topology_.rank, settings_.log_level);
+  configure_logging(topology_.rank, settings_.log_level, settings_.log_hide_time);
   std::string local_error;
   try {
     set_up_on_world();

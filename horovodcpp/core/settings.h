@@ -47,6 +47,7 @@ struct Settings {
   std::int64_t autotune_bayes_opt_max_samples{};
   double autotune_gaussian_process_noise{};
   std::string log_level;
+  bool log_hide_time{};          // log lines without the time of day
   std::string cpu_operations;    // "" (automatic) or "mpi"
   std::string gpu_operations;    // "" (automatic), "nccl" or "mpi"
   bool dynamic_process_sets{};   // hvd::add_process_set / remove_process_set allowed after init

@@ -130,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #ifndef HVD_LIBFUZZER
 int main(int argc, char** argv) {
   const hvd::fuzz::FuzzRun run("commit", argc, argv);
-  configure_logging(0, "error");  // the loader warns about every damaged file it skips
+  configure_logging(0, "error", false);  // the loader warns about every damaged file it skips
   hvd::fuzz::Rng rng(run.seed());
   const auto corpus = seeds();
   for (const auto& c : corpus) LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(c.data()), c.size());

@@ -2,7 +2,8 @@
 # The Python package from cmake --install: importable from a scratch prefix with PYTHONPATH, and
 # the README's Python section as written: its two commands (install into ~/.local, run train.py
 # under hvdrun), with HOME in a scratch folder, and its train.py, which must train (loss halves)
-# and save model.pt. The same train.py under a plain mpirun, importing from the prefix.
+# and save model.pt. The same train.py under a plain mpirun, importing from the prefix, and under
+# the installed horovodrun with a Horovod launch command line as Horovod's docs write them.
 #   check_python_install.sh BUILD_DIR SOURCE_DIR PYTHON PYTHON_INSTALL_DIR MPIEXEC [MPIEXEC FLAGS...]
 set -euo pipefail
 build_dir=$1; source_dir=$2; python=$3; pydir=$4; mpiexec=$5; shift 5
@@ -49,3 +50,8 @@ check_training "$work/readme.log" "the README's commands"
 (cd "$work/run" && "$mpiexec" "$@" -np 2 -x PYTHONPATH="$work/prefix/$pydir" -x OMP_NUM_THREADS "$python" train.py) |
   tee "$work/mpirun.log"
 check_training "$work/mpirun.log" "train.py under a plain mpirun"
+
+# A Horovod user's launch line, unchanged: horovodrun with its MPI controller flag and hosts.
+(cd "$work/run" && PYTHONPATH="$work/prefix/$pydir" "$work/prefix/bin/horovodrun" -np 2 -H localhost:2 --mpi \
+   --log-level warning --no-autotune "$python" train.py) 2>&1 | sed 's/^\[1,0\]<stdout>://' | tee "$work/horovodrun.log"
+check_training "$work/horovodrun.log" "train.py under the installed horovodrun"

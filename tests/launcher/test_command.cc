@@ -131,6 +131,7 @@ TEST_CASE("every knob flag: the exact argv and the variable it adds") {
       {{"--autotune-gaussian-process-noise", "0.5"}, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.5"},
       {{"--dynamic-process-sets"}, "HOROVOD_DYNAMIC_PROCESS_SETS", "1"},
       {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "debug"},
+      {{"--log-without-timestamp"}, "HOROVOD_LOG_HIDE_TIME", "1"},
   };
   std::size_t with_flag = 0;
   for (const auto& spec : hvd::detail::setting_specs()) with_flag += spec.flag[0] != '\0';
@@ -293,4 +294,65 @@ TEST_CASE("--start-timeout host check uses mpirun's agent and rsh arguments") {
   CHECK(is_this_machine("localhost"));
   CHECK(is_this_machine("127.0.0.1"));
   CHECK_FALSE(is_this_machine("192.0.2.77"));  // TEST-NET-1, never a local address
+}
+
+TEST_CASE("horovodrun's launch flags: --tcp, --binding-args, -prefix-timestamp, --mpi, -hostfile, aliases") {
+  char path[] = "/tmp/hvdrun_hostfile_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << "localhost slots=4\n";
+  auto plan = plan_for({"--mpi", "-np", "4", "-hostfile", path, "--tcp", "--binding-args", "-bind-to core -map-by core",
+                        "-prefix-timestamp", "--network-interface", "eth1", "--disable-cache", "prog"});
+  std::remove(path);
+  CHECK(plan.argv == concat({{"mpirun", "--allow-run-as-root", "-np", "4", "-H", "localhost:4", "-bind-to", "core",
+                              "-map-by", "core", "--tag-output", "--timestamp-output", "-mca", "pml", "ob1", "-mca",
+                              "btl", "tcp,self", "-mca", "btl_tcp_if_include", "eth1", "-mca", "oob_tcp_if_include",
+                              "eth1"},
+                             kForwarded,
+                             {"-x", "NCCL_SOCKET_IFNAME", "prog"}}));
+  CHECK(plan.warnings.empty());
+  // --prefix-output-with-timestamp is the long name; under srun these are mpirun's and ignored.
+  CHECK(plan_for({"-np", "4", "--prefix-output-with-timestamp", "prog"}).argv ==
+        concat({kRootLocal4, {"--timestamp-output"}, kForwarded, {"prog"}}));
+  Environment slurm = kEnv;
+  slurm.emplace_back("SLURM_JOB_ID", "7");
+  auto srun = plan_for({"-np", "2", "--tcp", "prog"}, slurm);
+  CHECK(srun.launcher == "srun");
+  REQUIRE(srun.warnings.size() == 1);
+  CHECK_THAT(srun.warnings[0], Catch::Contains("--tcp") && Catch::Contains("ignored under srun"));
+}
+
+TEST_CASE("horovodrun's switches set their variable; flags of features horovodcpp lacks warn, --jsrun is refused") {
+  auto plan = plan_for({"-np", "4", "--no-autotune", "--stall-check", "--no-hierarchical-allreduce",
+                        "--no-timeline-mark-cycles", "--log-hide-timestamp", "prog"});
+  CHECK(plan.added == Environment{{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
+                                  {"HOROVOD_AUTOTUNE", "0"},
+                                  {"HOROVOD_TIMELINE_MARK_CYCLES", "0"},
+                                  {"HOROVOD_STALL_CHECK_DISABLE", "0"},
+                                  {"HOROVOD_LOG_HIDE_TIME", "1"}});
+  CHECK(plan.warnings.empty());
+  CHECK(plan_for({"-np", "4", "--log-with-timestamp", "prog"}).added == Environment{{"HOROVOD_LOG_HIDE_TIME", "0"}});
+  CHECK(plan_for({"-np", "4", "--log-without-timestamp", "prog"}).added ==
+        Environment{{"HOROVOD_LOG_HIDE_TIME", "1"}});
+
+  auto lacking = plan_for({"-np", "4", "--gloo", "--num-nccl-streams", "2", "--thread-affinity", "1",
+                           "--gloo-timeout-seconds", "30", "--mpi-threads-disable", "--hierarchical-allgather",
+                           "--torus-allreduce", "--no-torus-allreduce", "--no-hierarchical-allgather",
+                           "--no-mpi-threads-disable", "prog"});
+  CHECK(lacking.argv == concat({kRootLocal4, kForwarded, {"prog"}}));
+  CHECK(lacking.added.empty());
+  REQUIRE(lacking.warnings.size() == 7);
+  CHECK_THAT(lacking.warnings[0], Catch::StartsWith("--gloo: horovodcpp has no Gloo controller; the job runs over Open MPI"));
+  CHECK_THAT(lacking.warnings[1], Catch::StartsWith("--num-nccl-streams 2 changes nothing: "));
+  CHECK_THAT(lacking.warnings[2], Catch::StartsWith("--thread-affinity 1 changes nothing: "));
+  CHECK_THAT(lacking.warnings[3], Catch::StartsWith("--gloo-timeout-seconds 30 changes nothing: "));
+  CHECK_THAT(lacking.warnings[4], Catch::Contains("MPI_THREAD_MULTIPLE"));
+  CHECK_THAT(lacking.warnings[5], Catch::StartsWith("--hierarchical-allgather changes nothing: "));
+  CHECK_THAT(lacking.warnings[6], Catch::StartsWith("--torus-allreduce changes nothing: "));
+
+  CHECK_THAT(plan_error({"-np", "2", "--jsrun", "prog"}),
+             Catch::StartsWith("--jsrun: hvdrun launches through Open MPI's mpirun"));
+  CHECK_THAT(plan_error({"-np", "2", "--config-file", "hvd.yaml", "prog"}),
+             Catch::StartsWith("--config-file hvd.yaml: hvdrun reads no YAML config file; pass its settings as flags"));
 }

@@ -69,7 +69,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
                   "--autotune", "--autotune-log-file", "/tmp/tune.csv", "--autotune-warmup-samples", "0",
                   "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "9",
                   "--autotune-gaussian-process-noise", "0.25",
-                  "--log-level", "debug", "--dynamic-process-sets", "prog"});
+                  "--log-level", "debug", "--dynamic-process-sets", "--log-without-timestamp", "prog"});
   CHECK(knob(o, "HOROVOD_FUSION_THRESHOLD") == std::to_string(64LL * 1024 * 1024));
   CHECK(knob(o, "HOROVOD_CYCLE_TIME") == "2.5");
   CHECK(knob(o, "HOROVOD_CACHE_CAPACITY") == "0");
@@ -89,6 +89,7 @@ TEST_CASE("knob flags become validated HOROVOD_* values") {
   CHECK(knob(o, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE") == "0.25");
   CHECK(knob(o, "HOROVOD_DYNAMIC_PROCESS_SETS") == "1");
   CHECK(knob(o, "HOROVOD_LOG_LEVEL") == "debug");
+  CHECK(knob(o, "HOROVOD_LOG_HIDE_TIME") == "1");
   // Every flag in the settings table was exercised above, each once.
   int with_flag = 0;
   for (const auto& s : hvd::detail::setting_specs()) with_flag += s.flag[0] != '\0';
@@ -219,3 +220,23 @@ TEST_CASE("--help lists every declared setting with its default, on the line tha
   CHECK_THAT(entry("  HOROVOD_START_TIMEOUT"), Catch::Contains("Default 30."));
   CHECK_THAT(entry("--dynamic-process-sets "), Catch::Contains("HOROVOD_DYNAMIC_PROCESS_SETS; off by default."));
 }
+
+TEST_CASE("horovodrun's names: aliases, and a switch that contradicts its knob flag is refused by both names") {
+  auto o = parse({"--min-num-proc", "2", "--max-num-proc", "4", "--host-discovery-script", "./d", "-np", "2", "prog"});
+  CHECK(o.min_np == 2);
+  CHECK(o.max_np == 4);
+  CHECK(parse({"-np", "2", "--network-interface=eth2", "prog"}).network_interfaces == "eth2");
+  CHECK(parse({"-np", "2", "--binding-args", "--rankfile f", "prog"}).binding_args == Args{"--rankfile", "f"});
+  CHECK(parse({"-np", "2", "--binding-args=-bind-to 'core'", "prog"}).binding_args == Args{"-bind-to", "core"});
+  CHECK(parse_error({"-np", "2", "--autotune", "--no-autotune", "prog"}) ==
+        "--no-autotune contradicts --autotune (HOROVOD_AUTOTUNE=1): give one of them");
+  CHECK(parse_error({"-np", "2", "--no-stall-check", "--stall-check", "prog"}) ==
+        "--stall-check contradicts --no-stall-check (HOROVOD_STALL_CHECK_DISABLE=1): give one of them");
+  CHECK(parse_error({"-np", "2", "--log-without-timestamp", "--log-with-timestamp", "prog"}) ==
+        "--log-with-timestamp contradicts --log-without-timestamp (HOROVOD_LOG_HIDE_TIME=1): give one of them");
+  // Two names for the same value agree.
+  CHECK(knob(parse({"-np", "2", "--log-without-timestamp", "--log-hide-timestamp", "prog"}), "HOROVOD_LOG_HIDE_TIME") == "1");
+  CHECK(parse_error({"-np", "2", "--binding-args", "''", "prog"}) ==
+        "--binding-args '''': needs mpirun binding arguments without empty words, e.g. '-bind-to core'");
+}
+
