@@ -495,6 +495,13 @@ step_horovod() {
   local env_cmd rc pythonpath=$build/python
   "$python" -c 'import mock' 2> /dev/null || pythonpath+=:$root/.gpu/horovod-tests/pylib
   read -r -a env_cmd <<< "$(multirank_env)"
+  # `import torch` loads libnccl.so.2 before horovod's extension does; should that be the wheel's
+  # NCCL (2.28.9: one rank per GPU; torch may load its CUDA libraries by path), both would use it.
+  # Preloaded, the NCCL >= 2.30 built for two ranks on the GPU serves both; the log shows which.
+  env_cmd+=(LD_PRELOAD="$built_nccl/libnccl.so.2")
+  "${env_cmd[@]}" PYTHONPATH="$pythonpath" "$python" -c "import torch, horovod.torch as hvd
+print('libnccl in the Python process:', sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libnccl' in l}))
+print('hvd.nccl_built():', hvd.nccl_built(), ' torch.cuda.nccl.version():', torch.cuda.nccl.version())" >> "$log" 2>&1
   (cd "$suite" && run "$log" 240 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=1 mpirun "${mpirun_flags[@]}" -np 2 \
      env PYTHONPATH="$pythonpath" PYTHONUNBUFFERED=1 "$python" -m pytest -q -rs --color=no -p no:cacheprovider test_torch.py)
   rc=$?
