@@ -1,5 +1,6 @@
 #include "backends/mpi/mpi_backend.h"
 
+#include "backends/mpi/mpi_adasum.h"
 #include "backends/mpi/mpi_hierarchical_allreduce.h"
 #include "backends/mpi/mpi_ops.h"
 #include "backends/mpi/mpi_world.h"
@@ -14,7 +15,8 @@ class MpiBackend final : public Backend {
   explicit MpiBackend(MpiWorld& world) : world_(world) {}
   const char* name() const override { return "MPI"; }
   void register_ops(OpRegistry& registry, OpContext& context) override {
-    // Hierarchical allreduce registers here, ahead of the flat one.
+    // Adasum first (the other allreduces decline it); hierarchical allreduce ahead of the flat one.
+    registry.add(ResponseType::Allreduce, make_mpi_adasum(context));
     if (context.settings.hierarchical_allreduce && world_.local_size() > 1 && world_.cross_size() > 1 &&
         world_.homogeneous())
       registry.add(ResponseType::Allreduce, make_mpi_hierarchical_allreduce(world_, context));

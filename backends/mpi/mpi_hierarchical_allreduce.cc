@@ -22,12 +22,13 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
   MpiHierarchicalAllreduce(MpiWorld& world, OpContext& context) : world_(world), context_(context) {}
   const char* backend() const override { return "MPI"; }
 
-  bool enabled(const Response&, const std::vector<TensorTableEntry>& entries, const Communicator& group) const override {
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+               const Communicator& group) const override {
     // Host memory only (device tensors are staged by the NCCL backend: see mpi_ops.cc).
     const bool host = entries.empty() || entries.front().device == kCpuDevice;
     // Node-local and cross-node groups exist for the world only: process sets reduce flat.
     const bool world_group = group.id() == 0;
-    return host && world_group && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
+    return host && world_group && response.reduce_op != ReduceOp::Adasum && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
            world_.cross_size() > 1 && world_.homogeneous();
   }
 

@@ -64,7 +64,9 @@ class MpiOp : public CollectiveOp {
   bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
     // Host memory only: these ops pack, scale and copy with host code. Device tensors under
     // HOROVOD_GPU_OPERATIONS=mpi are staged through host memory by the NCCL backend's staging op.
-    return (entries.empty() ? response.device : entries.front().device) == kCpuDevice;
+    // Adasum is mpi_adasum.cc's.
+    return (entries.empty() ? response.device : entries.front().device) == kCpuDevice &&
+           response.reduce_op != ReduceOp::Adasum;
   }
 
  protected:

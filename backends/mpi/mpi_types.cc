@@ -60,6 +60,7 @@ int slot_of(ReduceOp op) {
     case ReduceOp::Min: return kMin;
     case ReduceOp::Max: return kMax;
     case ReduceOp::Product: return kProduct;
+    case ReduceOp::Adasum: break;  // never an MPI_Op: mpi_adasum.cc
   }
   return kSum;
 }
@@ -126,6 +127,7 @@ MPI_Op MpiTypes::reduce_op(DataType dtype, ReduceOp op) const {
     case ReduceOp::Min: return MPI_MIN;
     case ReduceOp::Max: return MPI_MAX;
     case ReduceOp::Product: return MPI_PROD;
+    case ReduceOp::Adasum: break;  // never an MPI_Op: mpi_adasum.cc
   }
   return MPI_SUM;
 }

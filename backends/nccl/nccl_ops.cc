@@ -54,6 +54,7 @@ ReducePlan reduce_plan(const Response& response) {
     case ReduceOp::Min: plan.op = ncclMin; break;
     case ReduceOp::Max: plan.op = ncclMax; break;
     case ReduceOp::Product: plan.op = ncclProd; break;
+    case ReduceOp::Adasum: break;  // the NCCL ops decline it (NcclOp::enabled)
   }
   if (response.dtype == DataType::Int16) plan.through_words = true;
   return plan;
@@ -72,7 +73,8 @@ bool is_host_stand_in(const TensorTableEntry& entry) {
 bool NcclOp::enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
                      const Communicator&) const {
   const int device = entries.empty() ? response.device : entries.front().device;
-  return device != kCpuDevice;
+  // Adasum runs on the host, device tensors staged there (nccl_staged_mpi_ops.cc).
+  return device != kCpuDevice && response.reduce_op != ReduceOp::Adasum;
 }
 
 ncclComm_t NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const Response& response,

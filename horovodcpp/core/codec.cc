@@ -312,7 +312,7 @@ bool RequestListReader::next(Request* r) {
   any_read_ = true;
   r->dtype = rd.enumeration(kLastDataType, "dtype");
   rd.shape_into(&r->shape, "shape");
-  r->reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
+  r->reduce_op = rd.enumeration(ReduceOp::Adasum, "reduce op");
   r->device = flags & kDevice ? rd.int32("device") : kCpuDevice;
   r->prescale_factor = flags & kPrescale ? rd.pod<double>("prescale factor") : 1.0;
   r->postscale_factor = flags & kPostscale ? rd.pod<double>("postscale factor") : 1.0;
@@ -371,7 +371,7 @@ ResponseList decode_response_list(const std::uint8_t* data, std::size_t size) {
         throw CodecError("corrupt message: the first dimensions add up to more than fits in 64 bits");
     r.dtype = rd.enumeration(kLastDataType, "dtype");
     r.device = rd.int32("device");
-    r.reduce_op = rd.enumeration(ReduceOp::Product, "reduce op");
+    r.reduce_op = rd.enumeration(ReduceOp::Adasum, "reduce op");
     r.prescale_factor = rd.pod<double>("prescale factor");
     r.postscale_factor = rd.pod<double>("postscale factor");
     r.root = rd.int32("root");

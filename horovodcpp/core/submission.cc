@@ -22,6 +22,17 @@ void check_output(const std::string& op, const std::string& name, const TensorPt
                 " but input is on device " + std::to_string(in->device()));
 }
 
+// Adasum combines floating-point vectors through their dot products, and only as an allreduce
+// (Horovod's rule too); the power-of-two number of ranks is checked where it runs.
+void check_adasum(RequestType type, const std::string& op, const std::string& name, const TensorPtr& t) {
+  if (type != RequestType::Allreduce)
+    throw InvalidArgument(op + " of '" + name + "': Adasum is an allreduce only; use Sum or Average here");
+  const DataType d = t->dtype();
+  if (d != DataType::Float16 && d != DataType::BFloat16 && d != DataType::Float32 && d != DataType::Float64)
+    throw InvalidArgument(op + " of '" + name + "': Adasum reduces float16, bfloat16, float32 and float64 tensors, not " +
+                          dtype_name(d));
+}
+
 }  // namespace
 
 TensorTableEntry checked_entry(RequestType type, const std::string& op, const std::string& name, Submitted s) {
@@ -41,6 +52,7 @@ TensorTableEntry checked_entry(RequestType type, const std::string& op, const st
   e.ready = std::move(s.ready);
   if (traits.allocates_output) e.allocate_output = std::move(s.allocate_output);
   if (traits.reduces) {
+    if (s.reduction.op == ReduceOp::Adasum) check_adasum(type, op, name, e.input);
     e.reduce_op = s.reduction.op;
     e.prescale_factor = s.reduction.prescale_factor;
     e.postscale_factor = s.reduction.postscale_factor;

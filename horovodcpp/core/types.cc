@@ -42,6 +42,7 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::Min: return "Min";
     case ReduceOp::Max: return "Max";
     case ReduceOp::Product: return "Product";
+    case ReduceOp::Adasum: return "Adasum";
   }
   return "unknown";
 }

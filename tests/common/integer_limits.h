@@ -48,6 +48,7 @@ T limit_expected(ReduceOp op, std::int64_t i, int size) {
       case ReduceOp::Min: acc = v < acc ? v : acc; break;
       case ReduceOp::Max: acc = v > acc ? v : acc; break;
       case ReduceOp::Product: acc = wrap<T>(acc * v); break;  // wrap each step: 128 bits can overflow too
+      case ReduceOp::Adasum: break;                           // floating point only
     }
   }
   if (op == ReduceOp::Average) return static_cast<T>(acc / size);

@@ -32,7 +32,9 @@ enum class DataType : std::uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat1
 const char* dtype_name(DataType dtype);
 std::int64_t dtype_size(DataType dtype);
 
-enum class ReduceOp : std::uint8_t { Average, Sum, Min, Max, Product };
+// Adasum (allreduce of floating-point tensors only, on a power-of-two number of ranks): Horovod's
+// adaptive summation, which adds orthogonal vectors and averages parallel ones (README, "Adasum").
+enum class ReduceOp : std::uint8_t { Average, Sum, Min, Max, Product, Adasum };
 const char* reduce_op_name(ReduceOp op);
 
 // Gradient compression used by the front ends before communication.
