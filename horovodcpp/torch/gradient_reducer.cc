@@ -25,6 +25,10 @@ void check_options(const DistributedOptimizerOptions& o) {
   if (o.backward_passes_per_step < 1)
     throw Error(std::string(kWho) + ": backward_passes_per_step must be at least 1, got " +
                 std::to_string(o.backward_passes_per_step));
+  if (o.op == ReduceOp::Adasum)
+    throw Error(std::string(kWho) + ": op must be Average or Sum, got Adasum: Horovod's Adasum optimizer combines "
+                "the ranks' parameter updates, not their gradients, and this front end does not have it yet (the "
+                "Python front end does; hvd::allreduce takes ReduceOp::Adasum)");
   if (o.op != ReduceOp::Average && o.op != ReduceOp::Sum)
     throw Error(std::string(kWho) + ": op must be Average or Sum, got " + reduce_op_name(o.op));
   if (!(o.gradient_predivide_factor > 0.0))

@@ -179,6 +179,24 @@ TEST_CASE("int16 on device tensors: wrapping sums, truncated averages, scale fac
   }
 }
 
+TEST_CASE("Adasum of device tensors runs on the host: orthogonal vectors add up, parallel ones average",
+          "[allreduce][adasum]") {
+  const int size = hvd::size(), me = rank();
+  for (DataType dtype : {DataType::Float32, DataType::Float64, DataType::Float16}) {
+    const std::int64_t n = size + 5;
+    std::vector<double> ortho(n, 0.0), sum(n, 0.0), parallel(n), mean(n);
+    ortho[me] = me + 1.0;
+    for (int r = 0; r < size; ++r) sum[r] = r + 1.0;
+    for (std::int64_t i = 0; i < n; ++i) parallel[i] = (me + 1) * (i % 4 + 1.0), mean[i] = (size + 1) / 2.0 * (i % 4 + 1.0);
+    std::vector<TensorPtr> inputs = {device_tensor(dtype, {n}, ortho), device_tensor(dtype, {n}, parallel)};
+    std::vector<TensorPtr> outputs = {DeviceTensor::allocate(dtype, {n}), DeviceTensor::allocate(dtype, {n})};
+    const std::string name = std::string("adasum.") + dtype_name(dtype);
+    grouped_allreduce_async(inputs, outputs, {ReduceOp::Adasum, name}).wait();
+    check_close(static_cast<DeviceTensor&>(*outputs[0]).download(), sum, dtype, name + " orthogonal");
+    check_close(static_cast<DeviceTensor&>(*outputs[1]).download(), mean, dtype, name + " parallel");
+  }
+}
+
 TEST_CASE("NCCL allgather with a different first dimension on each rank", "[allgather]") {
   const std::int64_t cols = 3;
   for (DataType dtype : test::kEveryDtype) {

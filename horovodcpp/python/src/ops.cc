@@ -72,10 +72,10 @@ ReduceOp reduce_op(int op) {
     case 3: return ReduceOp::Min;
     case 4: return ReduceOp::Max;
     case 5: return ReduceOp::Product;
-    case 2: throw InvalidArgument("Adasum is not supported by horovodcpp (use Average or Sum)");
+    case 2: return ReduceOp::Adasum;
   }
   throw InvalidArgument("unknown reduce op " + std::to_string(op) +
-                        " (use hvd.Average, hvd.Sum, hvd.Min, hvd.Max or hvd.Product)");
+                        " (use hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max or hvd.Product)");
 }
 
 std::string op_name(const char* op, const std::string& name) {

@@ -2,7 +2,7 @@
 ``import horovod.torch as hvd`` scripts run unchanged on horovodcpp's runtime.
 
 Launch with ``hvdrun -np 2 python3 train.py`` or a plain ``mpirun``. Differences from Horovod:
-MPI only (no Gloo controller), no Adasum, and elastic jobs are relaunched by hvdrun and resume
+MPI only (no Gloo controller), and elastic jobs are relaunched by hvdrun and resume
 from their newest commit instead of being repaired in place (docs/python.md).
 """
 import torch  # noqa: F401  (loads PyTorch's libraries before the extension that links them)

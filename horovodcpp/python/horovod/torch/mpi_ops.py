@@ -20,7 +20,8 @@ from horovod.torch.compression import Compression
 
 _process_sets._setup(_C)
 
-# Reduce ops, with Horovod's values. Adasum is refused (this build has no Adasum).
+# Reduce ops, with Horovod's values. Adasum: allreduce of floating-point tensors on a power-of-two
+# number of ranks (README, "Adasum").
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 
 # handle -> (what must stay alive until the operation ends, how synchronize() returns the result)
@@ -143,9 +144,10 @@ def _op_of(op, average):
     return Average
 
 
-def _checked_op(op):
+def _reducescatter_op(op):
     if op == Adasum:
-        raise NotImplementedError("Adasum is not supported by horovodcpp; use op=hvd.Average or hvd.Sum")
+        raise NotImplementedError("reducescatter does not support Adasum (an allreduce only, as in Horovod); "
+                                  "use op=hvd.Average or hvd.Sum")
     return op
 
 
@@ -164,7 +166,7 @@ def _needs_grad(*tensors):
 # --- allreduce -------------------------------------------------------------------------------
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    handle = _C.allreduce_async(tensor, output, name or "", _checked_op(op), prescale_factor,
+    handle = _C.allreduce_async(tensor, output, name or "", op, prescale_factor,
                                 postscale_factor, _set_id(process_set))
     _handle_map[handle] = (tensor, output)
     return handle
@@ -190,7 +192,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
     """Reduces ``tensor`` in place over the ranks and returns it."""
-    _C.allreduce(tensor, tensor, name or "", _checked_op(_op_of(op, average)), prescale_factor, postscale_factor,
+    _C.allreduce(tensor, tensor, name or "", _op_of(op, average), prescale_factor, postscale_factor,
                  _set_id(process_set))
     return tensor
 
@@ -205,7 +207,7 @@ class HorovodAllreduce(torch.autograd.Function):
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
-        return _C.allreduce(tensor, None, name or "", _checked_op(_op_of(op, average)), prescale_factor,
+        return _C.allreduce(tensor, None, name or "", _op_of(op, average), prescale_factor,
                             postscale_factor, _set_id(process_set))
 
     @staticmethod
@@ -224,14 +226,14 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor, postscale_factor,
                                          process_set)
     else:
-        reduced = _C.allreduce(compressed, None, name or "", _checked_op(_op_of(op, average)), prescale_factor,
+        reduced = _C.allreduce(compressed, None, name or "", _op_of(op, average), prescale_factor,
                                postscale_factor, _set_id(process_set))
     return compression.decompress(reduced, ctx)
 
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
     tensors = list(tensors)
-    handle = _C.grouped_allreduce_async(tensors, outputs, name or "", _checked_op(op), prescale_factor,
+    handle = _C.grouped_allreduce_async(tensors, outputs, name or "", op, prescale_factor,
                                         postscale_factor, _set_id(process_set))
     _handle_map[handle] = (tensors, tuple(outputs))
     return handle
@@ -512,7 +514,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         postscale_factor=1.0):
     """Starts reducing ``tensor`` over the ranks and scattering the result's first dimension:
     this rank gets its block (the first ``rows % size`` ranks one row more)."""
-    handle = _C.reducescatter_async(tensor, name or "", _checked_op(op), prescale_factor, postscale_factor,
+    handle = _C.reducescatter_async(tensor, name or "", _reducescatter_op(op), prescale_factor, postscale_factor,
                                     _set_id(process_set))
     _handle_map[handle] = (tensor, _GATHERED)
     return handle
@@ -553,7 +555,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter_async of a list of tensors as one group."""
     tensors = list(tensors)
-    handle = _C.grouped_reducescatter_async(tensors, name or "", _checked_op(op), prescale_factor,
+    handle = _C.grouped_reducescatter_async(tensors, name or "", _reducescatter_op(op), prescale_factor,
                                             postscale_factor, _set_id(process_set))
     _handle_map[handle] = (tensors, _GATHERED_LIST)
     return handle

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import torch
 
 from horovod import _horovodcpp as _C
+from horovod.torch.adasum_optimizer import ADASUM_WRAPPER_METHODS
 from horovod.torch.compression import Compression
 from horovod.torch.functions import broadcast_object
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
@@ -51,6 +52,31 @@ def _split_list(items, parts):
             chunks.append(items[start:end])
         start = end
     return chunks
+
+
+def _checked_named_parameters(param_groups, named_parameters):
+    """named_parameters as a list of (name, parameter), checked as Horovod checks them; without
+    it, names from the parameters' positions (the same on every rank)."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
+                            for i, group in enumerate(param_groups)
+                            for j, v in enumerate(group['params'])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError('named_parameters should be a sequence of tuples (name, parameter), usually '
+                         'produced by model.named_parameters().')
+    names = [k for k, _ in named_parameters]
+    dups = sorted({k for k in names if names.count(k) > 1})
+    if dups:
+        raise ValueError('Parameter names in named_parameters must be unique. Found duplicates: %s'
+                         % ', '.join(dups))
+    all_ids = {id(v) for group in param_groups for v in group['params']}
+    unnamed = all_ids - {id(v) for _, v in named_parameters}
+    if unnamed:
+        raise ValueError('named_parameters was specified, but one or more model parameters were not named. '
+                         'Python object ids: %s' % ', '.join(str(i) for i in sorted(unnamed)))
+    return named_parameters
 
 
 class _HeldNames:
@@ -105,26 +131,7 @@ class _DistributedOptimizer:
     def _hvd_setup(self, named_parameters, compression, backward_passes_per_step, op, gradient_predivide_factor,
                    groups, sparse_as_dense, process_set):
         self._compression = compression
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group['params'])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError('named_parameters should be a sequence of tuples (name, parameter), usually '
-                             'produced by model.named_parameters().')
-        names = [k for k, _ in named_parameters]
-        dups = sorted({k for k in names if names.count(k) > 1})
-        if dups:
-            raise ValueError('Parameter names in named_parameters must be unique. Found duplicates: %s'
-                             % ', '.join(dups))
-        all_ids = {id(v) for group in self.param_groups for v in group['params']}
-        unnamed = all_ids - {id(v) for _, v in named_parameters}
-        if unnamed:
-            raise ValueError('named_parameters was specified, but one or more model parameters were not named. '
-                             'Python object ids: %s' % ', '.join(str(i) for i in sorted(unnamed)))
-
+        named_parameters = _checked_named_parameters(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step for _, v in named_parameters}
@@ -415,14 +422,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         parameters' positions, the same on every rank.
     compression: Compression.none or Compression.fp16 for the gradients on the wire.
     backward_passes_per_step: backward passes accumulated locally before one allreduce.
-    op: Average (default) or Sum. Adasum is not supported by horovodcpp.
+    op: Average (default), Sum, or Adasum: then each rank steps on its own gradients and the
+        parameters' changes are combined with Adasum (adasum_optimizer.py; groups, sparse_as_dense
+        and gradient_predivide_factor do not apply, as in Horovod).
     gradient_predivide_factor: with Average, divide by this before the sum and by size/this after.
     groups: a number of groups to split the parameters into, or lists of parameters; each group's
         gradients go out as one grouped allreduce. num_groups is the deprecated name.
     sparse_as_dense: reduce sparse gradients as dense tensors (else they are allgathered).
     """
-    if op == Adasum:
-        raise NotImplementedError("Adasum is not supported by horovodcpp; use op=hvd.Average or hvd.Sum")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with op != Average')
     if num_groups != 0:
@@ -431,6 +438,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if groups is None:
             groups = num_groups
     base = type(optimizer)
+    if op == Adasum:
+        if groups is not None:
+            warnings.warn('groups does not apply with op=hvd.Adasum: each parameter goes out on its own')
+        cls = type(base.__name__, (base,), dict(ADASUM_WRAPPER_METHODS))
+        wrapped = cls.__new__(cls)
+        wrapped.__dict__.update(optimizer.__dict__)
+        named = _checked_named_parameters(wrapped.param_groups, named_parameters)
+        wrapped._hvd_setup({v: k for k, v in named}, compression, backward_passes_per_step, process_set, _held_names)
+        return wrapped
     cls = type(base.__name__, (base,), dict(_WRAPPER_METHODS))
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)

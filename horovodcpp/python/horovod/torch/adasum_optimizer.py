@@ -1,0 +1,153 @@
+"""DistributedOptimizer(op=hvd.Adasum): Horovod's Adasum optimizer.
+
+Adasum needs the full magnitude of each rank's update, not its gradient (Horovod's docs, "The
+Distributed Optimizer for AdaSum"): each rank steps the wrapped optimizer on its own gradients,
+one parameter at a time as backward completes it, and the parameter's change (its delta) goes out
+in an Adasum allreduce; step() then moves every parameter from where it was before that local
+step by the combined delta, the same on every rank. The wrapped optimizer's state (momentum,
+Adam's moments) stays each rank's own, as in Horovod. synchronize() does nothing and
+skip_synchronize() is refused, as in Horovod: the reduced values are parameters, not gradients.
+"""
+import weakref
+from contextlib import contextmanager
+
+import torch
+
+from horovod import _horovodcpp as _C
+from horovod.torch.mpi_ops import Adasum, allreduce_async_, synchronize
+
+
+class _DistributedAdasumOptimizer:
+    """The methods the wrapper class adds; see DistributedOptimizer(op=Adasum)."""
+    _hvd_distributed = True
+
+    def _hvd_setup(self, parameter_names, compression, backward_passes_per_step, process_set, held_names):
+        self._parameter_names = parameter_names
+        self._compression = compression
+        self.backward_passes_per_step = backward_passes_per_step
+        self.process_set = process_set
+        self._held_names = held_names
+        self._self_ref = weakref.ref(self)
+        self._held_keys = set()
+        self._allreduce_delay = {p: backward_passes_per_step for p in parameter_names}
+        self._handles = {}    # parameter -> (handle, compression context); handle None: not out yet
+        self._starts = {}     # parameter -> its value before this step's local update
+        self._grad_accs = []
+        self._requires_update = []  # in the optimizer's order, the same on every rank
+        self._synchronized = False
+        self._should_synchronize = True
+        if self.process_set.included():
+            for group in self.param_groups:
+                for p in group['params']:
+                    if p.requires_grad:
+                        self._requires_update.append(p)
+                        grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                        grad_acc.register_hook(self._make_hook(p))
+                        self._grad_accs.append(grad_acc)
+
+    def _make_hook(self, p):
+        # The hook holds the optimizer weakly: Note [A dropped DistributedOptimizer stops reducing]
+        # in optimizer.py.
+        owner = weakref.ref(self)
+
+        def hook(*unused):
+            optimizer = owner()
+            if optimizer is not None:
+                optimizer._gradient_ready(p)
+        return hook
+
+    def _gradient_ready(self, p):
+        if p in self._handles and self._allreduce_delay[p] <= 0:
+            raise AssertionError('Gradients were computed more than backward_passes_per_step times before call to '
+                                 'step(). Increase backward_passes_per_step to accumulate gradients locally.')
+        assert self._allreduce_delay[p] > 0
+        if self._allreduce_delay[p] == 1:
+            self._hold([p])  # before any change, as the averaging optimizer does
+        self._allreduce_delay[p] -= 1
+        self._handles[p] = self._reduce_delta_async(p) if self._allreduce_delay[p] == 0 else (None, None)
+
+    def _hold(self, params):
+        set_id = self.process_set.process_set_id
+        keys = [(set_id, self._parameter_names[p]) for p in params]
+        keys = [k for k in keys if k not in self._held_keys]
+        if keys:
+            self._held_names.claim(self._self_ref, keys)
+            self._held_keys.update(keys)
+
+    def _local_step(self, p):
+        """The wrapped optimizer's step on ``p`` alone."""
+        stashed = [group['params'] for group in self.param_groups]
+        for group in self.param_groups:
+            group['params'] = [q for q in group['params'] if q is p]
+        try:
+            super(type(self), self).step()
+        finally:
+            for group, params in zip(self.param_groups, stashed):
+                group['params'] = params
+
+    def _reduce_delta_async(self, p):
+        """Steps ``p`` locally, then starts the Adasum of its delta; ``p`` holds the delta (and
+        then the combined delta) until step() puts the parameter back together."""
+        with torch.no_grad():
+            start = self._starts.get(p)
+            if start is None:
+                start = self._starts[p] = torch.empty_like(p, memory_format=torch.contiguous_format)
+            start.copy_(p)
+            self._local_step(p)
+            p.sub_(start)
+            compressed, ctx = self._compression.compress(p.data)
+            if not compressed.is_contiguous():
+                compressed = compressed.contiguous()
+            handle = allreduce_async_(compressed, name=self._parameter_names[p], op=Adasum,
+                                      process_set=self.process_set)
+        return handle, (ctx, compressed)
+
+    def synchronize(self):
+        """Nothing to do before step(): the Adasum optimizer reduces parameter deltas, not gradients."""
+
+    @contextmanager
+    def skip_synchronize(self):
+        raise AssertionError("Skipping synchronization is not supported when using Adasum optimizer.")
+        yield  # noqa: unreachable (a generator for contextmanager)
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        if not self.process_set.included():
+            return loss
+        # Parameters whose delta is not out yet (no gradient on this rank, or fewer passes than
+        # backward_passes_per_step) go now, in the optimizer's order, as one batch.
+        pending = [p for p in self._requires_update if self._handles.get(p, (None, None))[0] is None]
+        if pending:
+            self._hold(pending)
+            with _C.SubmissionBatch():
+                for p in pending:
+                    self._handles[p] = self._reduce_delta_async(p)
+        try:
+            with torch.no_grad():
+                for p, (handle, (ctx, compressed)) in self._handles.items():
+                    delta = self._compression.decompress(synchronize(handle), ctx)
+                    start = self._starts[p]
+                    start.add_(delta.view_as(start))
+                    p.copy_(start)
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+        finally:
+            self._held_names.release(self._self_ref, self._held_keys)
+            self._held_keys.clear()
+        self._handles.clear()
+        return loss
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
+                                 'optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause '
+                                 'a race condition.')
+        return super(type(self), self).zero_grad(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+
+ADASUM_WRAPPER_METHODS = {name: value for name, value in vars(_DistributedAdasumOptimizer).items()
+                          if not name.startswith('__')}
