@@ -148,10 +148,14 @@ class MpiAdasum final : public CollectiveOp {
 
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
     const int size = group.size();
-    if (size & (size - 1))
-      return Status::error(std::string("Adasum needs a power-of-two number of ranks, and ") +
-                           (group.id() == 0 ? "the job has " : "process set " + std::to_string(group.id()) + " has ") +
-                           std::to_string(size));
+    if (size & (size - 1)) {
+      std::string has = group.id() == 0           ? "the job has " + std::to_string(size)
+                        : group.id() == Communicator::kCrossId
+                            ? "the job has " + std::to_string(size) +
+                                  " nodes (device tensors average within each node, then combine across the nodes)"
+                            : "process set " + std::to_string(group.id()) + " has " + std::to_string(size);
+      return Status::error("Adasum needs a power-of-two number of ranks, and " + has);
+    }
     const DataType dtype = response.dtype;
     const std::int64_t esize = dtype_size(dtype);
     std::vector<std::int64_t> starts{0};

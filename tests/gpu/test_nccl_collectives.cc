@@ -179,14 +179,20 @@ TEST_CASE("int16 on device tensors: wrapping sums, truncated averages, scale fac
   }
 }
 
-TEST_CASE("Adasum of device tensors runs on the host: orthogonal vectors add up, parallel ones average",
+TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the nodes, as Horovod with NCCL",
           "[allreduce][adasum]") {
+  // Orthogonal vectors: the nodes' averages are orthogonal too, so their Adasum is their sum, the
+  // ranks' sum over the local size; with HOROVOD_GPU_OPERATIONS=mpi, Adasum over every rank: the
+  // sum. Parallel vectors: the mean either way. See Note [Adasum of device tensors averages
+  // within the node].
   const int size = hvd::size(), me = rank();
+  const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
+  const double denominator = operations != nullptr && std::string(operations) == "mpi" ? 1.0 : hvd::local_size();
   for (DataType dtype : {DataType::Float32, DataType::Float64, DataType::Float16}) {
     const std::int64_t n = size + 5;
     std::vector<double> ortho(n, 0.0), sum(n, 0.0), parallel(n), mean(n);
     ortho[me] = me + 1.0;
-    for (int r = 0; r < size; ++r) sum[r] = r + 1.0;
+    for (int r = 0; r < size; ++r) sum[r] = (r + 1.0) / denominator;
     for (std::int64_t i = 0; i < n; ++i) parallel[i] = (me + 1) * (i % 4 + 1.0), mean[i] = (size + 1) / 2.0 * (i % 4 + 1.0);
     std::vector<TensorPtr> inputs = {device_tensor(dtype, {n}, ortho), device_tensor(dtype, {n}, parallel)};
     std::vector<TensorPtr> outputs = {DeviceTensor::allocate(dtype, {n}), DeviceTensor::allocate(dtype, {n})};
