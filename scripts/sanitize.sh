@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lean sanitizer builds, separate from the main one: the core, the unit tests, the np=2 MPI tests
-# (collectives, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
+# (collectives, Adasum, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
 # codec and commit-loader fuzz tests and the commit store's unit tests, under AddressSanitizer +
 # UndefinedBehaviorSanitizer (build-asan), then the unit tests, the np=2 tests that exercise the
 # core's threads and the np=4 tests of a process set failing beside others under ThreadSanitizer
@@ -19,7 +19,7 @@ common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
 [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] || common+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$CMAKE_CXX_COMPILER_LAUNCHER")
 
 mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
-             hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank)
+             hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank hvd_mpi_adasum)
 asan_tests='^(unit_tests|codec_fuzz|commit_fuzz|elastic_store_unit|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
 tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return|allocator)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
 

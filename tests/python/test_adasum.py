@@ -101,3 +101,26 @@ def test_adasum_optimizer_with_identical_updates_is_one_process(passes, rank, si
     with pytest.raises(AssertionError, match="Skipping synchronization is not supported"):
         with opt.skip_synchronize():
             pass
+
+
+@pytest.mark.needs_ranks(4)
+def test_adasum_optimizer_in_a_process_set(rank, size):
+    # Ranks 0 and 1 combine their orthogonal updates; the others step on their own.
+    pair = hvd.add_process_set([0, 1])
+    try:
+        model = torch.nn.Linear(8, 1, bias=False).double()
+        torch.nn.init.zeros_(model.weight)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(), op=hvd.Adasum, process_set=pair)
+        x = torch.zeros(2, 8, dtype=torch.float64)
+        x[:, 4 * (rank % 2):4 * (rank % 2) + 4] = 1.0
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        expected = torch.full((8,), -0.2, dtype=torch.float64)
+        if rank >= 2:  # its own step only: only its block moves
+            expected = torch.zeros(8, dtype=torch.float64)
+            expected[4 * (rank % 2):4 * (rank % 2) + 4] = -0.2
+        assert torch.allclose(model.weight.detach().flatten(), expected, atol=1e-12)
+    finally:
+        hvd.remove_process_set(pair)

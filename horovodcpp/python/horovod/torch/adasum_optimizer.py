@@ -111,9 +111,9 @@ class _DistributedAdasumOptimizer:
         yield  # noqa: unreachable (a generator for contextmanager)
 
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
         if not self.process_set.included():
-            return loss
+            return super(type(self), self).step(closure)  # outside the set: a plain local step
+        loss = closure() if closure is not None else None
         # Parameters whose delta is not out yet (no gradient on this rank, or fewer passes than
         # backward_passes_per_step) go now, in the optimizer's order, as one batch.
         pending = [p for p in self._requires_update if self._handles.get(p, (None, None))[0] is None]
