@@ -8,53 +8,34 @@ step by the combined delta, the same on every rank. The wrapped optimizer's stat
 Adam's moments) stays each rank's own, as in Horovod. synchronize() does nothing and
 skip_synchronize() is refused, as in Horovod: the reduced values are parameters, not gradients.
 """
-import weakref
 from contextlib import contextmanager
 
 import torch
 
 from horovod import _horovodcpp as _C
+from horovod.torch.gradient_hooks import GradientHooks, wrapper_methods
 from horovod.torch.mpi_ops import Adasum, allreduce_async_, synchronize
 
 
-class _DistributedAdasumOptimizer:
+class _DistributedAdasumOptimizer(GradientHooks):
     """The methods the wrapper class adds; see DistributedOptimizer(op=Adasum)."""
     _hvd_distributed = True
 
-    def _hvd_setup(self, parameter_names, compression, backward_passes_per_step, process_set, held_names):
+    def _hvd_setup(self, parameter_names, compression, backward_passes_per_step, process_set):
         self._parameter_names = parameter_names
         self._compression = compression
         self.backward_passes_per_step = backward_passes_per_step
         self.process_set = process_set
-        self._held_names = held_names
-        self._self_ref = weakref.ref(self)
-        self._held_keys = set()
+        self._setup_gradient_hooks()
         self._allreduce_delay = {p: backward_passes_per_step for p in parameter_names}
         self._handles = {}    # parameter -> (handle, compression context); handle None: not out yet
         self._starts = {}     # parameter -> its value before this step's local update
-        self._grad_accs = []
         self._requires_update = []  # in the optimizer's order, the same on every rank
         self._synchronized = False
         self._should_synchronize = True
         if self.process_set.included():
-            for group in self.param_groups:
-                for p in group['params']:
-                    if p.requires_grad:
-                        self._requires_update.append(p)
-                        grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                        grad_acc.register_hook(self._make_hook(p))
-                        self._grad_accs.append(grad_acc)
-
-    def _make_hook(self, p):
-        # The hook holds the optimizer weakly: Note [A dropped DistributedOptimizer stops reducing]
-        # in optimizer.py.
-        owner = weakref.ref(self)
-
-        def hook(*unused):
-            optimizer = owner()
-            if optimizer is not None:
-                optimizer._gradient_ready(p)
-        return hook
+            self._requires_update = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
+            self._hook_gradients(self._requires_update)
 
     def _gradient_ready(self, p):
         if p in self._handles and self._allreduce_delay[p] <= 0:
@@ -65,14 +46,6 @@ class _DistributedAdasumOptimizer:
             self._hold([p])  # before any change, as the averaging optimizer does
         self._allreduce_delay[p] -= 1
         self._handles[p] = self._reduce_delta_async(p) if self._allreduce_delay[p] == 0 else (None, None)
-
-    def _hold(self, params):
-        set_id = self.process_set.process_set_id
-        keys = [(set_id, self._parameter_names[p]) for p in params]
-        keys = [k for k in keys if k not in self._held_keys]
-        if keys:
-            self._held_names.claim(self._self_ref, keys)
-            self._held_keys.update(keys)
 
     def _local_step(self, p):
         """The wrapped optimizer's step on ``p`` alone."""
@@ -131,8 +104,7 @@ class _DistributedAdasumOptimizer:
                     p.copy_(start)
                     self._allreduce_delay[p] = self.backward_passes_per_step
         finally:
-            self._held_names.release(self._self_ref, self._held_keys)
-            self._held_keys.clear()
+            self._release_held()
         self._handles.clear()
         return loss
 
@@ -149,5 +121,4 @@ class _DistributedAdasumOptimizer:
             self._allreduce_delay[p] = passes
 
 
-ADASUM_WRAPPER_METHODS = {name: value for name, value in vars(_DistributedAdasumOptimizer).items()
-                          if not name.startswith('__')}
+ADASUM_WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedAdasumOptimizer)

@@ -11,9 +11,7 @@ zeros for parameters whose gradient this rank did not compute (another rank may 
 all of them, then runs the wrapped optimizer's step.
 """
 import os
-import threading
 import warnings
-import weakref
 from contextlib import contextmanager
 
 import torch
@@ -21,6 +19,7 @@ import torch
 from horovod import _horovodcpp as _C
 from horovod.torch.adasum_optimizer import ADASUM_WRAPPER_METHODS
 from horovod.torch.compression import Compression
+from horovod.torch.gradient_hooks import GradientHooks, checked_named_parameters, wrapper_methods
 from horovod.torch.functions import broadcast_object
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                    grouped_allreduce_async_, local_size, size, sparse_allreduce_async, synchronize)
@@ -54,84 +53,14 @@ def _split_list(items, parts):
     return chunks
 
 
-def _checked_named_parameters(param_groups, named_parameters):
-    """named_parameters as a list of (name, parameter), checked as Horovod checks them; without
-    it, names from the parameters' positions (the same on every rank)."""
-    if named_parameters is not None:
-        named_parameters = list(named_parameters)
-    else:
-        named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
-                            for i, group in enumerate(param_groups)
-                            for j, v in enumerate(group['params'])]
-    if any(not isinstance(p, tuple) for p in named_parameters):
-        raise ValueError('named_parameters should be a sequence of tuples (name, parameter), usually '
-                         'produced by model.named_parameters().')
-    names = [k for k, _ in named_parameters]
-    dups = sorted({k for k in names if names.count(k) > 1})
-    if dups:
-        raise ValueError('Parameter names in named_parameters must be unique. Found duplicates: %s'
-                         % ', '.join(dups))
-    all_ids = {id(v) for group in param_groups for v in group['params']}
-    unnamed = all_ids - {id(v) for _, v in named_parameters}
-    if unnamed:
-        raise ValueError('named_parameters was specified, but one or more model parameters were not named. '
-                         'Python object ids: %s' % ', '.join(str(i) for i in sorted(unnamed)))
-    return named_parameters
-
-
-class _HeldNames:
-    """The gradient names DistributedOptimizers have taken, process-wide: (process set id,
-    parameter name) -> the taker (weakly).
-
-    Note [A gradient name is held from its hook to synchronize()]: two optimizers whose
-    parameters share names (two models' "weight"s) would otherwise both submit allreduces of one
-    name in one step. The runtime refuses a name already in flight, but whether the first one is
-    still in flight when the second comes depends on timing, which differs between ranks: one
-    rank refuses, another reduces both (each with the other's gradient, or later, with a stale
-    one) and the job hangs or trains on wrong gradients. Refused here instead, in program order,
-    so every rank refuses the same gradient at the same point with the same error.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()  # hooks of CUDA gradients run on autograd's device threads
-        self._held = {}
-
-    def claim(self, owner, keys):
-        """Takes every one of ``keys`` for ``owner`` (a weakref to the optimizer), or none of them:
-        raises ValueError naming the first one another live optimizer holds."""
-        with self._lock:
-            for set_id, name in keys:
-                holder = self._held.get((set_id, name))
-                if holder is not None and holder is not owner and holder() is not None:
-                    raise ValueError(
-                        "DistributedOptimizer: the gradient of parameter '%s'%s is held by another "
-                        "DistributedOptimizer, which took it in a backward pass and has not synchronized it yet "
-                        "(step() or synchronize()); reducing both at once would mix the two gradients. Give each "
-                        "model's parameters their own names (named_parameters=[('model2.' + n, p) for n, p in "
-                        "model.named_parameters()]), step the first optimizer before the second one's backward, or, "
-                        "if the second replaces the first, drop every reference to the first (a scheduler's too)"
-                        % (name, '' if set_id == 0 else ' in process set %d' % set_id))
-            for key in keys:
-                self._held[key] = owner
-
-    def release(self, owner, keys):
-        with self._lock:
-            for key in keys:
-                if self._held.get(key) is owner:
-                    del self._held[key]
-
-
-_held_names = _HeldNames()
-
-
-class _DistributedOptimizer:
+class _DistributedOptimizer(GradientHooks):
     """The methods the wrapper class adds; see DistributedOptimizer()."""
     _hvd_distributed = True
 
     def _hvd_setup(self, named_parameters, compression, backward_passes_per_step, op, gradient_predivide_factor,
                    groups, sparse_as_dense, process_set):
         self._compression = compression
-        named_parameters = _checked_named_parameters(self.param_groups, named_parameters)
+        named_parameters = checked_named_parameters(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step for _, v in named_parameters}
@@ -140,12 +69,10 @@ class _DistributedOptimizer:
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
         self._handles = {}        # parameter (or tuple of a group's parameters) -> (handle, context)
-        self._grad_accs = []      # autograd keeps gradient accumulators only while someone holds them
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        self._self_ref = weakref.ref(self)
-        self._held_keys = set()   # see Note [A gradient name is held from its hook to synchronize()]
+        self._setup_gradient_hooks()
         # See Note [Host gradients wait for the end of backward on a full host].
         self._defer_host_gradients = _host_is_full()
 
@@ -168,24 +95,11 @@ class _DistributedOptimizer:
             self._register_hooks()
 
     def _register_hooks(self):
-        # Note [A dropped DistributedOptimizer stops reducing]: the optimizer holds each
-        # parameter's gradient accumulator (autograd keeps only one while someone does), so a
-        # later optimizer over the same parameters hooks the same accumulators. A hook holding its
-        # optimizer strongly would keep every DistributedOptimizer ever made over a model alive
-        # and reducing, unreachable as it is: after the model's optimizer was wrapped again (new
-        # param groups, a new epoch), every gradient went out twice per step, and the old
-        # optimizer, never stepped again, failed the next backward ("Gradients were computed
-        # more than backward_passes_per_step times", or its name held). Held weakly, an optimizer
-        # the program no longer references is freed at once and its hooks do nothing.
         if self._groups is not None:
             self._form_groups()
-        for group in self.param_groups:
-            for p in group['params']:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                    grad_acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(grad_acc)
+        params = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
+        self._requires_update.update(params)
+        self._hook_gradients(params)
 
     def _form_groups(self):
         params = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
@@ -207,21 +121,6 @@ class _DistributedOptimizer:
             for p in group:
                 self._p_to_group[p] = group
             self._group_counts[group] = 0
-
-    def _hold(self, params):
-        """Takes the names of ``params``' gradients for this step, all or none (ValueError when
-        another optimizer holds one): see Note [A gradient name is held from its hook to
-        synchronize()]."""
-        set_id = self.process_set.process_set_id
-        keys = [(set_id, self._parameter_names[p]) for p in params]
-        keys = [k for k in keys if k not in self._held_keys]
-        if keys:
-            _held_names.claim(self._self_ref, keys)
-            self._held_keys.update(keys)
-
-    def _release_held(self):
-        _held_names.release(self._self_ref, self._held_keys)
-        self._held_keys.clear()
 
     def _scale_factors(self):
         if self.op == Average:
@@ -257,17 +156,6 @@ class _DistributedOptimizer:
         handle = grouped_allreduce_async_(list(compressed), name=name, op=self.op, prescale_factor=prescale,
                                           postscale_factor=postscale, process_set=self.process_set)
         return handle, ctxs
-
-    def _make_hook(self, p):
-        # The hook holds the optimizer weakly (Note [A dropped DistributedOptimizer stops
-        # reducing]).
-        owner = weakref.ref(self)
-
-        def hook(*unused):
-            optimizer = owner()
-            if optimizer is not None:
-                optimizer._gradient_ready(p)
-        return hook
 
     def _gradient_ready(self, p):
         """Backward has accumulated ``p``'s gradient (the hook on its accumulator)."""
@@ -407,8 +295,7 @@ class _DistributedOptimizer:
             self._allreduce_delay[p] = passes
 
 
-_WRAPPER_METHODS = {name: value for name, value in vars(_DistributedOptimizer).items()
-                    if not name.startswith('__')}
+_WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedOptimizer)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -444,8 +331,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         cls = type(base.__name__, (base,), dict(ADASUM_WRAPPER_METHODS))
         wrapped = cls.__new__(cls)
         wrapped.__dict__.update(optimizer.__dict__)
-        named = _checked_named_parameters(wrapped.param_groups, named_parameters)
-        wrapped._hvd_setup({v: k for k, v in named}, compression, backward_passes_per_step, process_set, _held_names)
+        named = checked_named_parameters(wrapped.param_groups, named_parameters)
+        wrapped._hvd_setup({v: k for k, v in named}, compression, backward_passes_per_step, process_set)
         return wrapped
     cls = type(base.__name__, (base,), dict(_WRAPPER_METHODS))
     wrapped = cls.__new__(cls)
