@@ -19,8 +19,8 @@ import torch
 from horovod import _horovodcpp as _C
 from horovod.torch.adasum_optimizer import ADASUM_WRAPPER_METHODS
 from horovod.torch.compression import Compression
-from horovod.torch.gradient_hooks import GradientHooks, checked_named_parameters, wrapper_methods
 from horovod.torch.functions import broadcast_object
+from horovod.torch.gradient_hooks import GradientHooks, checked_named_parameters, wrapper_methods
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                    grouped_allreduce_async_, local_size, size, sparse_allreduce_async, synchronize)
 
