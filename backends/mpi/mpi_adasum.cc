@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/mpi/mpi_activity.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/half.h"
 #include "core/host_scale.h"
-#include "timeline/timeline.h"
 
 namespace hvd::detail {
 namespace {
@@ -166,39 +166,37 @@ class MpiAdasum final : public CollectiveOp {
       return Status::error("an Adasum allreduce of " + std::to_string(total) + " " + dtype_name(dtype) +
                            " elements sends more than 2^31-1 bytes in one message, beyond MPI's int counts");
     buffer_.resize(static_cast<std::size_t>(total * esize));
-    activity(entries, "MEMCPY_IN_FUSION_BUFFER");
-    for (std::size_t t = 0; t < entries.size(); ++t)
-      copy_scaled(buffer_.data() + starts[t] * esize, entries[t].input->data(), entries[t].input->num_elements(), dtype,
-                  response.prescale_factor);
-    end_activity(entries);
-    activity(entries, "MPI_ADASUM_ALLREDUCE");
-    Adasum adasum(mpi_comm(group), group.rank(), size, starts);
-    Status status = Status::ok();
-    switch (dtype) {
-      case DataType::Float32: status = adasum.run<Float32>(reinterpret_cast<float*>(buffer_.data()), f32_); break;
-      case DataType::Float64: status = adasum.run<Float64>(reinterpret_cast<double*>(buffer_.data()), f64_); break;
-      case DataType::Float16: status = adasum.run<Float16>(reinterpret_cast<std::uint16_t*>(buffer_.data()), u16_); break;
-      case DataType::BFloat16: status = adasum.run<BFloat16>(reinterpret_cast<std::uint16_t*>(buffer_.data()), u16_); break;
-      default: status = Status::error(std::string("Adasum of ") + dtype_name(dtype) + " tensors");  // refused at submission
+    {
+      Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
+      for (std::size_t t = 0; t < entries.size(); ++t)
+        copy_scaled(buffer_.data() + starts[t] * esize, entries[t].input->data(), entries[t].input->num_elements(),
+                    dtype, response.prescale_factor);
     }
-    end_activity(entries);
+    Status status = Status::ok();
+    {
+      Activity a(context_.timeline, entries, "MPI_ADASUM_ALLREDUCE");
+      Adasum adasum(mpi_comm(group), group.rank(), size, starts);
+      switch (dtype) {
+        case DataType::Float32: status = adasum.run<Float32>(reinterpret_cast<float*>(buffer_.data()), f32_); break;
+        case DataType::Float64: status = adasum.run<Float64>(reinterpret_cast<double*>(buffer_.data()), f64_); break;
+        case DataType::Float16:
+          status = adasum.run<Float16>(reinterpret_cast<std::uint16_t*>(buffer_.data()), u16_);
+          break;
+        case DataType::BFloat16:
+          status = adasum.run<BFloat16>(reinterpret_cast<std::uint16_t*>(buffer_.data()), u16_);
+          break;
+        default: status = Status::error(std::string("Adasum of ") + dtype_name(dtype) + " tensors");  // refused at submission
+      }
+    }
     if (!status.is_ok()) return status;
-    activity(entries, "MEMCPY_OUT_FUSION_BUFFER");
+    Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
     for (std::size_t t = 0; t < entries.size(); ++t)
-      copy_scaled(entries[t].output->data(), buffer_.data() + starts[t] * esize, entries[t].output->num_elements(), dtype,
-                  response.postscale_factor);
-    end_activity(entries);
+      copy_scaled(entries[t].output->data(), buffer_.data() + starts[t] * esize, entries[t].output->num_elements(),
+                  dtype, response.postscale_factor);
     return Status::ok();
   }
 
  private:
-  void activity(const std::vector<TensorTableEntry>& entries, const char* name) {
-    for (const auto& e : entries) context_.timeline.activity_start(e.name, name);
-  }
-  void end_activity(const std::vector<TensorTableEntry>& entries) {
-    for (const auto& e : entries) context_.timeline.activity_end(e.name);
-  }
-
   OpContext& context_;
   // Grown on demand, never shrunk: the packed tensors and the partner's half at each level.
   std::vector<unsigned char> buffer_;

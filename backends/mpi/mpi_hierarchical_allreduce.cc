@@ -4,11 +4,11 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/mpi/mpi_activity.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/copy_bytes.h"
 #include "core/host_scale.h"
 #include "core/integer_average.h"
-#include "timeline/timeline.h"
 
 namespace hvd::detail {
 namespace {
@@ -28,8 +28,8 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
     const bool host = entries.empty() || entries.front().device == kCpuDevice;
     // Node-local and cross-node groups exist for the world only: process sets reduce flat.
     const bool world_group = group.id() == 0;
-    return host && world_group && response.reduce_op != ReduceOp::Adasum && context_.settings.hierarchical_allreduce && world_.local_size() > 1 &&
-           world_.cross_size() > 1 && world_.homogeneous();
+    return host && world_group && response.reduce_op != ReduceOp::Adasum && context_.settings.hierarchical_allreduce &&
+           world_.local_size() > 1 && world_.cross_size() > 1 && world_.homogeneous();
   }
 
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator&) override {
@@ -66,21 +66,19 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
 
  private:
   void pack(const std::vector<TensorTableEntry>& entries, unsigned char* buffer) {
-    for (const auto& e : entries) context_.timeline.activity_start(e.name, "MEMCPY_IN_FUSION_BUFFER");
+    Activity a(context_.timeline, entries, "MEMCPY_IN_FUSION_BUFFER");
     for (const auto& e : entries) {
       copy_bytes(buffer, e.input->data(), e.input->size_bytes());
       buffer += e.input->size_bytes();
     }
-    for (const auto& e : entries) context_.timeline.activity_end(e.name);
   }
 
   void unpack(const std::vector<TensorTableEntry>& entries, const unsigned char* buffer) {
-    for (const auto& e : entries) context_.timeline.activity_start(e.name, "MEMCPY_OUT_FUSION_BUFFER");
+    Activity a(context_.timeline, entries, "MEMCPY_OUT_FUSION_BUFFER");
     for (const auto& e : entries) {
       if (e.output->data() != buffer) std::memmove(e.output->data(), buffer, e.output->size_bytes());
       buffer += e.output->size_bytes();
     }
-    for (const auto& e : entries) context_.timeline.activity_end(e.name);
   }
 
   Status reduce(unsigned char* buffer, std::int64_t total, DataType dtype, ReduceOp op,
@@ -102,7 +100,7 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
     const MPI_Datatype type = world_.types().datatype(dtype);
     const MPI_Op mpi_op = world_.types().reduce_op(dtype, op);
 
-    for (const auto& e : entries) context_.timeline.activity_start(e.name, "MPI_HIERARCHICAL_ALLREDUCE");
+    Activity a(context_.timeline, entries, "MPI_HIERARCHICAL_ALLREDUCE");
     Status status = check(MPI_Reduce_scatter(buffer, scratch_.data(), counts.data(), type, mpi_op,
                                              world_.local_comm()),
                           "MPI_Reduce_scatter (node)");
@@ -114,7 +112,6 @@ class MpiHierarchicalAllreduce final : public CollectiveOp {
                                     displs.data(), type, world_.local_comm()),
                      "MPI_Allgatherv (node)");
     }
-    for (const auto& e : entries) context_.timeline.activity_end(e.name);
     return status;
   }
 

@@ -4,32 +4,16 @@
 #include <cstring>
 #include <numeric>
 
+#include "backends/mpi/mpi_activity.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/copy_bytes.h"
 #include "core/host_scale.h"
 #include "core/integer_average.h"
-#include "timeline/timeline.h"
 
 namespace hvd::detail {
 namespace {
 
 constexpr std::int64_t kMaxChunk = std::int64_t{1} << 30;  // elements per MPI call (int counts)
-
-// Marks one activity on every entry's timeline row for the lifetime of the object.
-class Activity {
- public:
-  Activity(Timeline& timeline, const std::vector<TensorTableEntry>& entries, const char* name)
-      : timeline_(timeline), entries_(entries) {
-    for (const auto& e : entries_) timeline_.activity_start(e.name, name);
-  }
-  ~Activity() {
-    for (const auto& e : entries_) timeline_.activity_end(e.name);
-  }
-
- private:
-  Timeline& timeline_;
-  const std::vector<TensorTableEntry>& entries_;
-};
 
 Status mpi_result(int code, const char* call) {
   return code == MPI_SUCCESS ? Status::ok() : Status::error(mpi_error_message(call, code));
