@@ -108,17 +108,6 @@ class _DistributedAdasumOptimizer(GradientHooks):
         self._handles.clear()
         return loss
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
-                                 'optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause '
-                                 'a race condition.')
-        return super(type(self), self).zero_grad(*args, **kwargs)
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
 
 
 ADASUM_WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedAdasumOptimizer)

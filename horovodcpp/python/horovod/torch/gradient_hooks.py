@@ -1,6 +1,7 @@
 """What both DistributedOptimizers (averaging: optimizer.py; Adasum: adasum_optimizer.py) share:
 the parameters' names, a hook on each trainable parameter's gradient accumulator that holds the
-optimizer weakly, and the process-wide claim on each gradient's collective name."""
+optimizer weakly, the process-wide claim on each gradient's collective name, zero_grad()'s refusal
+while reductions are pending, and set_backward_passes_per_step()."""
 import threading
 import weakref
 
@@ -85,7 +86,7 @@ def _hook(owner, p):
 
 class GradientHooks:
     """Methods the wrapper classes take (wrapper_methods); the class using them has
-    _parameter_names, process_set and _gradient_ready(p)."""
+    _parameter_names, process_set, _handles, _allreduce_delay and _gradient_ready(p)."""
 
     def _setup_gradient_hooks(self):
         self._self_ref = weakref.ref(self)
@@ -121,6 +122,18 @@ class GradientHooks:
     def _release_held(self):
         held_names.release(self._self_ref, self._held_keys)
         self._held_keys.clear()
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
+                                 'optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause '
+                                 'a race condition.')
+        return super(type(self), self).zero_grad(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
 
 
 def wrapper_methods(*classes):

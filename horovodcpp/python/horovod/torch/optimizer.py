@@ -273,13 +273,6 @@ class _DistributedOptimizer(GradientHooks):
         self._synchronized = False
         return super(type(self), self).step(closure)
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
-                                 'optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause '
-                                 'a race condition.')
-        return super(type(self), self).zero_grad(*args, **kwargs)
-
     def load_state_dict(self, *args, **kwargs):
         self._handles = {}
         self._release_held()
@@ -289,10 +282,6 @@ class _DistributedOptimizer(GradientHooks):
             self._allreduce_delay[p] = self.backward_passes_per_step
         return super(type(self), self).load_state_dict(*args, **kwargs)
 
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
 
 
 _WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedOptimizer)
