@@ -1,6 +1,6 @@
 // DistributedOptimizer: the torch::optim::Optimizer facade. It holds the wrapped optimizer's
-// param groups and state, lends them to it for step/save/load, and leaves the gradients to its
-// GradientReducer.
+// param groups and state, lends them to it for step/save/load, and leaves the gradients (with op
+// Adasum: the parameters' updates, adasum_deltas.h) to its GradientReducer.
 #include <utility>
 
 #include "gradient_reducer.h"
@@ -37,6 +37,16 @@ class Lend {
   ::torch::optim::Optimizer& wrapped_;
 };
 
+// Adasum's local step of one parameter: `self`'s groups narrowed to it, lent to `wrapped`. Bound
+// to the object that holds the groups, so again after a move.
+detail::LocalStep local_step(::torch::optim::Optimizer& self, ::torch::optim::Optimizer& wrapped) {
+  return [&self, &wrapped](const at::Tensor& param) {
+    detail::OnlyParameter only(self.param_groups(), param);
+    Lend lend(self, wrapped);
+    wrapped.step();
+  };
+}
+
 }  // namespace
 
 DistributedOptimizer::DistributedOptimizer(std::unique_ptr<::torch::optim::Optimizer> optimizer,
@@ -47,10 +57,17 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<::torch::optim::Optim
   // The wrapped optimizer's param groups and state move here; it borrows them back to step.
   std::swap(param_groups_, wrapped_->param_groups());
   std::swap(state_, wrapped_->state());
+  if (options.op == ReduceOp::Adasum) detail::check_adasum_optimizer(*wrapped_);
   reducer_ = std::make_unique<detail::GradientReducer>(named_parameters, options, param_groups_);
+  reducer_->bind_local_step(local_step(*this, *wrapped_));
 }
 
-DistributedOptimizer::DistributedOptimizer(DistributedOptimizer&&) noexcept = default;
+DistributedOptimizer::DistributedOptimizer(DistributedOptimizer&& other) noexcept
+    : ::torch::optim::Optimizer(std::move(other)),
+      wrapped_(std::move(other.wrapped_)),
+      reducer_(std::move(other.reducer_)) {
+  if (reducer_) reducer_->bind_local_step(local_step(*this, *wrapped_));
+}
 
 DistributedOptimizer& DistributedOptimizer::operator=(DistributedOptimizer&& other) noexcept {
   param_groups_ = std::move(other.param_groups_);
@@ -58,6 +75,7 @@ DistributedOptimizer& DistributedOptimizer::operator=(DistributedOptimizer&& oth
   defaults_ = std::move(other.defaults_);
   reducer_ = std::move(other.reducer_);
   wrapped_ = std::move(other.wrapped_);
+  if (reducer_) reducer_->bind_local_step(local_step(*this, *wrapped_));
   return *this;
 }
 
@@ -65,6 +83,19 @@ DistributedOptimizer::~DistributedOptimizer() = default;
 
 at::Tensor DistributedOptimizer::step(LossClosure closure) {
   reducer_->refresh(param_groups_);
+  if (reducer_->combines_updates() && reducer_->size() > 1) {
+    // Adasum: the local steps are taken parameter by parameter (in the hooks, or here for the
+    // rest); what is left is to combine and apply them. Once, closure or not, as in Horovod.
+    at::Tensor loss = closure ? closure() : at::Tensor();
+    try {
+      reducer_->synchronize();
+    } catch (...) {
+      reducer_->after_step();  // the next step starts afresh (see the message)
+      throw;
+    }
+    reducer_->after_step();
+    return loss;
+  }
   if (!closure) {
     if (reducer_->size() > 1 && !reducer_->all_reduced()) reducer_->synchronize();
     at::Tensor loss;
@@ -105,6 +136,7 @@ void DistributedOptimizer::load(::torch::serialize::InputArchive& archive) {
 }
 
 void DistributedOptimizer::synchronize() {
+  if (reducer_->combines_updates()) return;  // no gradients to reduce: step() combines the updates
   reducer_->refresh(param_groups_);
   reducer_->synchronize();
 }

@@ -25,12 +25,8 @@ void check_options(const DistributedOptimizerOptions& o) {
   if (o.backward_passes_per_step < 1)
     throw Error(std::string(kWho) + ": backward_passes_per_step must be at least 1, got " +
                 std::to_string(o.backward_passes_per_step));
-  if (o.op == ReduceOp::Adasum)
-    throw Error(std::string(kWho) + ": op must be Average or Sum, got Adasum: Horovod's Adasum optimizer combines "
-                "the ranks' parameter updates, not their gradients, and this front end does not have it yet (the "
-                "Python front end does; hvd::allreduce takes ReduceOp::Adasum)");
-  if (o.op != ReduceOp::Average && o.op != ReduceOp::Sum)
-    throw Error(std::string(kWho) + ": op must be Average or Sum, got " + reduce_op_name(o.op));
+  if (o.op != ReduceOp::Average && o.op != ReduceOp::Sum && o.op != ReduceOp::Adasum)
+    throw Error(std::string(kWho) + ": op must be Average, Sum or Adasum, got " + reduce_op_name(o.op));
   if (!(o.gradient_predivide_factor > 0.0))
     throw Error(std::string(kWho) + ": gradient_predivide_factor must be positive, got " +
                 std::to_string(o.gradient_predivide_factor));
@@ -97,7 +93,10 @@ GradientReducer::GradientReducer(const NamedTensors& named_parameters, const Dis
     throw Error(std::string(kWho) + ": rank " + std::to_string(hvd::rank()) + " is not in " +
                 options_.process_set.describe() + ", the DistributedOptimizerOptions::process_set");
   size_ = options_.process_set.size();
-  host_cores_full_ = options_.overlap == GradientOverlap::Auto && host_cores_full();
+  if (options_.op == ReduceOp::Adasum) deltas_ = std::make_unique<AdasumDeltas>();
+  // Adasum takes Auto as DuringBackward: with local steps, whether code between backward() and
+  // step() (clipping) changes the update depends on the overlap, and must not differ by host.
+  host_cores_full_ = options_.overlap == GradientOverlap::Auto && !deltas_ && host_cores_full();
   wire_options_.process_set = options_.process_set;
   wire_options_.op = options_.op;
   wire_options_.prescale_factor = 1.0 / options_.gradient_predivide_factor;
@@ -125,6 +124,9 @@ GradientReducer::GradientReducer(const NamedTensors& named_parameters, const Dis
   // optimizers (an extra one on one rank), and a collective here could not be matched.
   try {
     refresh(groups);
+    if (deltas_)
+      check_adasum_set(options_.process_set,
+                       std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.param.is_cuda(); }));
   } catch (...) {
     detach();  // no destructor runs: the hooks and held names of the slots made so far go now
     throw;
@@ -160,6 +162,7 @@ void GradientReducer::add_slot(const at::Tensor& param, std::size_t named_index)
   if (!param.is_leaf())
     throw Error(std::string(kWho) + ": parameter '" + name +
                 "' is not a leaf tensor (it was computed from other tensors); parameters must be leaves");
+  if (deltas_) check_adasum_parameter(param, name);
   std::lock_guard<std::mutex> lock(mutex_);
   Slot slot;
   slot.name = name;
@@ -225,6 +228,14 @@ void GradientReducer::before_gradient(std::size_t index) {
 void GradientReducer::on_gradient(std::size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   Slot& slot = slots_[index];
+  // A local step cannot take a later gradient back in (Horovod refuses this too). claimed, not
+  // the handle: the same on every rank whatever the overlap.
+  if (deltas_ && slot.claimed)
+    throw Error(std::string(kWho) + " (op Adasum): parameter '" + slot.name + "' got a gradient after its " +
+                std::to_string(options_.backward_passes_per_step) +
+                " backward pass(es) of this step were complete (backward_passes_per_step " +
+                std::to_string(options_.backward_passes_per_step) + "), before step(); raise "
+                "backward_passes_per_step to accumulate more passes locally");
   ++slot.passes;
   slot.reduced = false;
   const at::Tensor& grad = slot.param.grad();
@@ -232,9 +243,10 @@ void GradientReducer::on_gradient(std::size_t index) {
   slot.seen_version = grad.defined() ? grad._version() : -1;
   if (slot.passes < options_.backward_passes_per_step) return;
   if (starts_after_backward(grad))
-    claim(slot);  // held for the end of the pass
+    claim(slot);  // held for the end of the pass (Adasum: for step())
   else
     start_allreduce(slot);
+  if (deltas_) return;  // step() waits for the combined updates, not the end of the pass
   // Runs once this backward pass has finished, on the thread that ran it (and starts what waited
   // for the end of the pass). Queued per completed gradient rather than once per pass: a pass
   // that fails never runs its callbacks, and no flag may be left saying one is queued; the later
@@ -278,9 +290,11 @@ void GradientReducer::release(Slot& slot) {
   slot.claimed = false;
 }
 
-void GradientReducer::start_allreduce(Slot& slot) {
-  claim(slot);  // until write_back() or discard_in_flight() has its result
-  at::NoGradGuard no_grad;
+void GradientReducer::bind_local_step(LocalStep step) {
+  if (deltas_) deltas_->bind(std::move(step));
+}
+
+at::Tensor GradientReducer::outgoing_gradient(Slot& slot) {
   if (slot.handle.valid()) {
     // Reduced once already in this step and accumulated onto since: the earlier result is
     // superseded by the reduction of the whole accumulation.
@@ -297,10 +311,18 @@ void GradientReducer::start_allreduce(Slot& slot) {
   static const std::string what = std::string(kWho) + " gradient";
   detail::to_hvd_dtype(grad.scalar_type(), what, slot.name);
   if (grad.is_sparse()) throw Error(what + " of '" + slot.name + "': sparse gradients are not supported");
-  if (options_.compression == Compression::FP16 && grad.is_floating_point() && grad.scalar_type() != at::kHalf)
-    slot.wire = grad.to(at::kHalf, false, false, at::MemoryFormat::Contiguous);
+  return grad;
+}
+
+void GradientReducer::start_allreduce(Slot& slot) {
+  claim(slot);  // until write_back() or discard_in_flight() has its result
+  at::NoGradGuard no_grad;
+  // Adasum: on_gradient() refuses a gradient for a slot whose delta is out, so none is here.
+  const at::Tensor payload = deltas_ ? deltas_->take(slot.param, slot.start) : outgoing_gradient(slot);
+  if (options_.compression == Compression::FP16 && payload.is_floating_point() && payload.scalar_type() != at::kHalf)
+    slot.wire = payload.to(at::kHalf, false, false, at::MemoryFormat::Contiguous);
   else
-    slot.wire = grad.is_contiguous() ? grad : grad.contiguous();
+    slot.wire = payload.is_contiguous() ? payload : payload.contiguous();
   auto wire = detail::wrap(slot.wire);
   try {
     slot.handle = hvd::allreduce_async(wire, wire, slot.collective, detail::ready_event(slot.wire));
@@ -339,7 +361,7 @@ std::string GradientReducer::reduce_all() {
     if (!takes_part(slot)) continue;
     here[i] = slot.param.grad().defined() ? 1 : 0;
     if (slot.reduced || slot.handle.valid()) continue;
-    filled[i] = !slot.param.grad().defined();
+    filled[i] = !deltas_ && !slot.param.grad().defined();
     try {
       start_allreduce(slot);
     } catch (const std::exception& e) {
@@ -444,12 +466,16 @@ std::string GradientReducer::write_back() {
     if (!slot.handle.valid()) continue;
     try {
       slot.handle.wait();
-      at::Tensor grad = slot.param.grad();
-      if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // decompress / un-contiguous
+      if (deltas_) {
+        AdasumDeltas::apply(slot.param, slot.start, slot.wire);
+      } else {
+        at::Tensor grad = slot.param.grad();
+        if (!slot.wire.is_same(grad)) grad.copy_(slot.wire);  // decompress / un-contiguous
+      }
       slot.reduced = true;
       slot.passes = 0;
     } catch (const std::exception& e) {
-      if (failure.empty()) failure = "gradient of '" + slot.name + "': " + e.what();
+      if (failure.empty()) failure = (deltas_ ? "update of '" : "gradient of '") + slot.name + "': " + e.what();
     }
     slot.handle = hvd::Handle();
     slot.wire = at::Tensor();
@@ -477,6 +503,9 @@ void GradientReducer::synchronize() {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string failure = reduce_all();
   if (model_differs_) throw Error(failure);
+  if (!failure.empty() && deltas_)
+    throw Error(std::string(kWho) + "::step() (op Adasum): " + failure +
+                " (the parameters whose update failed keep their values from before this step)");
   if (!failure.empty())
     throw Error(std::string(kWho) + "::synchronize(): " + failure +
                 " (the gradients that failed stay unreduced; step() retries them and does not step before)");
@@ -497,6 +526,18 @@ void GradientReducer::after_step() {
 
 void GradientReducer::forget() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (deltas_) {
+    std::size_t stepped = 0;
+    const Slot* first = nullptr;
+    for (const auto& slot : slots_)
+      if (slot.claimed && stepped++ == 0) first = &slot;
+    if (stepped > 0)
+      throw Error(std::string(kWho) + "::zero_grad() (op Adasum): " + std::to_string(stepped) +
+                  " parameter(s), first '" + first->name + "', completed backward_passes_per_step " +
+                  std::to_string(options_.backward_passes_per_step) +
+                  " backward pass(es) since the last step(), so their local step is taken or due and "
+                  "cannot be forgotten; call step() before zero_grad()");
+  }
   discard_in_flight();
   for (auto& slot : slots_) {
     release(slot);

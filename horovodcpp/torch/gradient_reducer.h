@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "adasum_deltas.h"
 #include "horovodcpp/torch.h"
 #include "parameter_agreement.h"
 
@@ -31,6 +32,9 @@ using AccumulatorPtr = decltype(::torch::autograd::impl::grad_accumulator(std::d
 // reduced gradients back. Owns the accumulators (autograd holds them only weakly, and their
 // hooks fire only while someone holds them). Owned by a DistributedOptimizer; hooks and the
 // callback run on autograd's threads, the rest on the training thread; mutex_ guards the slots.
+// With op Adasum what travels is each parameter's change under a local step instead (see
+// adasum_deltas.h): a parameter goes when its gradient is complete as above, the rest go in
+// synchronize(), which applies the combined changes; nothing waits at the end of the pass.
 class GradientReducer {
  public:
   GradientReducer(const NamedTensors& named_parameters, const DistributedOptimizerOptions& options,
@@ -38,6 +42,9 @@ class GradientReducer {
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
+  // Adasum mode: how to step the wrapped optimizer on one parameter (again after a move).
+  void bind_local_step(LocalStep step);
+  bool combines_updates() const { return deltas_ != nullptr; }
   // Picks up parameters added by add_param_group() or unfrozen since the last call.
   void refresh(const std::vector<::torch::optim::OptimizerParamGroup>& groups);
   // Starts what was not started (zeros for parameters without a gradient), waits for every
@@ -47,7 +54,8 @@ class GradientReducer {
   bool all_reduced() const;
   // The optimizer stepped: the next backward pass starts a new accumulation.
   void after_step();
-  // zero_grad(): waits for (and drops) reductions in flight and starts a new accumulation.
+  // zero_grad(): waits for (and drops) reductions in flight and starts a new accumulation. Adasum
+  // mode refuses it once a parameter has completed its accumulation: its local step is taken.
   void forget();
   std::size_t pending() const;
   const DistributedOptimizerOptions& options() const { return options_; }
@@ -66,14 +74,19 @@ class GradientReducer {
     std::uintptr_t hook_key = 0;
     const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;  // owned by the accumulator
     int passes = 0;        // backward passes accumulated locally since the last reduction
-    bool reduced = false;  // param.grad() holds the reduced gradient (until the next pass or step)
+    // param.grad() holds the reduced gradient (Adasum: param holds its combined update), until
+    // the next pass or step
+    bool reduced = false;
     // The gradient as the last pass left it: a different tensor or version at the next pass
     // means someone zeroed or reset it in between.
     const void* seen_grad = nullptr;
     std::int64_t seen_version = -1;
-    at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy
+    at::Tensor wire;  // what travels: the gradient itself, a contiguous or a float16 copy (Adasum: the delta)
+    at::Tensor start;  // Adasum: the parameter before its local step (AdasumDeltas::take)
     hvd::Handle handle;
-    bool claimed = false;  // its collective name taken (held for the end of the pass, or started)
+    // Its collective name taken (held for the end of the pass, or started): its accumulation is
+  // complete for this step.
+  bool claimed = false;
   };
 
   // Runs before the accumulator writes param.grad().
@@ -119,6 +132,8 @@ class GradientReducer {
   void claim(Slot& slot);    // mutex_ held; throws when another optimizer has taken the same name
   void release(Slot& slot);  // mutex_ held
   void start_allreduce(Slot& slot);  // mutex_ held
+  // mutex_ held: the gradient to reduce (zeros when there is none), checked.
+  at::Tensor outgoing_gradient(Slot& slot);
   // mutex_ held: starts what is not reduced or in flight (zeros where a parameter has no
   // gradient), waits for all and writes them back; returns the first failure ("" if none).
   std::string reduce_all();
@@ -150,6 +165,7 @@ class GradientReducer {
   bool model_differs_ = false;  // the last failure was a parameter mismatch (thrown as it is)
   std::vector<Slot> slots_;
   std::unordered_set<const void*> known_;  // parameters that have a slot
+  std::unique_ptr<AdasumDeltas> deltas_;  // op Adasum only
   int size_;
   bool host_cores_full_ = false;  // GradientOverlap::Auto's test, made at construction
   mutable std::mutex mutex_;

@@ -1,5 +1,5 @@
 // hvd::torch::DistributedOptimizer: a torch::optim::Optimizer that averages gradients across
-// ranks. Included by horovodcpp/torch.h.
+// ranks, or combines the ranks' updates with Adasum. Included by horovodcpp/torch.h.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -32,11 +32,13 @@ enum class GradientOverlap {
 
 struct DistributedOptimizerOptions {
   // Backward passes accumulated locally before the gradients are reduced. Passes beyond it
-  // before step() are still correct: the accumulated gradient is reduced again.
+  // before step() are still correct: the accumulated gradient is reduced again (op Adasum
+  // refuses them: the local step is taken).
   int backward_passes_per_step = 1;
-  Compression compression = Compression::None;  // FP16: floating gradients travel as float16
-  ReduceOp op = ReduceOp::Average;              // Average or Sum
-  double gradient_predivide_factor = 1.0;       // Average only: sum(g / f) * f / size
+  // FP16: floating gradients (op Adasum: the parameters' changes) travel as float16
+  Compression compression = Compression::None;
+  ReduceOp op = ReduceOp::Average;  // Average, Sum, or Adasum (see "Adasum" below)
+  double gradient_predivide_factor = 1.0;  // Average only: sum(g / f) * f / size
   // Prefix of the gradients' collective names ("<name>.<parameter name>"): the same on every
   // rank. Two optimizers whose allreduces can be in flight together need different names.
   std::string name = "DistributedOptimizer";
@@ -70,6 +72,20 @@ constexpr bool kZeroGradSetsToNone = false;
 // of a backward pass that was never stepped on (a generator's backward through a
 // discriminator, a partial accumulation) are discarded, the same on every rank.
 //
+// Adasum (op = ReduceOp::Adasum), Horovod's Adasum optimizer: each rank steps the wrapped
+// optimizer on its own gradients, one parameter at a time as backward completes its
+// accumulation (overlap DuringBackward; Auto means DuringBackward here), or in step() for all of
+// them (AfterBackward: then gradient clipping between backward() and step() counts). The
+// parameter is put back, and its change goes out in an Adasum allreduce named
+// "<name>.<parameter name>"; step() sets every parameter to its old value plus the combined
+// change, the same on every rank. Gradients and the wrapped optimizer's state (momentum, Adam's
+// moments) stay each rank's own. synchronize() does nothing; zero_grad() is refused once a
+// parameter's passes are complete (until step()), and so is a gradient beyond
+// backward_passes_per_step. Refused at construction: a process set of a size that is not a power
+// of two, gradient_predivide_factor, LBFGS (it needs a closure), parameters that are not
+// float16, bfloat16, float32 or float64. The wrapped optimizer must update each parameter from
+// its own gradient and state (every LibTorch optimizer but LBFGS does).
+//
 // Used by the training thread; the hooks run on autograd's threads. Movable, not copyable. At
 // size 1 it registers no hooks and steps the wrapped optimizer directly.
 class DistributedOptimizer : public ::torch::optim::Optimizer {
@@ -97,6 +113,7 @@ class DistributedOptimizer : public ::torch::optim::Optimizer {
 
   // Waits for every gradient allreduce in flight, starts those that were not, and writes the
   // reduced gradients back. step() calls it; backward's end already did it in the usual loop.
+  // Nothing with op Adasum (step() combines the updates).
   void synchronize();
   // Forgets every gradient not yet stepped on and zeroes (or, with set_to_none, resets) the
   // gradients of the parameters this optimizer updates.
