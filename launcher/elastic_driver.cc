@@ -14,6 +14,7 @@
 #include "discovery.h"
 #include "horovodcpp/elastic.h"
 #include "host_pool.h"
+#include "launcher_name.h"
 #include "program_path.h"
 #include "shell_words.h"
 #include "supervisor.h"
@@ -23,7 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void say(const std::string& message) { std::cerr << "hvdrun: elastic: " << message << std::endl; }
+void say(const std::string& message) { std::cerr << launcher_name() << ": elastic: " << message << std::endl; }
 
 // The same for every relaunch of this hvdrun, different for every hvdrun.
 std::string new_job_name() {
@@ -239,7 +240,7 @@ int Driver::run() {
         (plan.launcher == "srun" ? "the Slurm allocation" : host_list_string(*hosts)) +
         (pool_.blacklist_summary(now).empty() ? std::string()
                                               : "; left out: " + pool_.blacklist_summary(now)));
-    if (o_.verbose) std::cerr << "hvdrun: command: " << format_command(plan.argv) << "\n";
+    if (o_.verbose) std::cerr << launcher_name() << ": command: " << format_command(plan.argv) << "\n";
     bool notified = false;
     ResumeWatcher watcher(launch);
     SupervisorOptions supervise;
@@ -259,7 +260,7 @@ int Driver::run() {
       reason = "hosts changed";
       continue;
     }
-    std::cerr << "hvdrun: " << failure_summary(outcome.report, plan.launcher, outcome.exit_code) << "\n";
+    std::cerr << launcher_name() << ": " << failure_summary(outcome.report, plan.launcher, outcome.exit_code) << "\n";
     // A lost host is the cause even when a rank elsewhere is named (it failed talking to it).
     if (leave_out_lost_hosts(*hosts, watcher.launcher_text(), &reason)) {
       say(reason);
@@ -317,10 +318,10 @@ int run_elastic(const LaunchOptions& options, const LaunchContext& context) {
     const int max_np = options.max_np > 0 ? options.max_np : 1 << 30;
     const auto first = pool.assign(std::min(total_slots(hosts), max_np), Clock::now());
     LaunchPlan plan = elastic_launch_plan(options, context, first, {}, "JOB");
-    std::cout << "hvdrun: elastic: discovery offers " << host_list_string(hosts) << "\n";
-    std::cout << "hvdrun: command: " << format_command(plan.argv) << "\n";
+    std::cout << launcher_name() << ": elastic: discovery offers " << host_list_string(hosts) << "\n";
+    std::cout << launcher_name() << ": command: " << format_command(plan.argv) << "\n";
     for (const auto& [name, value] : plan.added)
-      std::cout << "hvdrun: environment added: " << name << "=" << shell_quote(value) << "\n";
+      std::cout << launcher_name() << ": environment added: " << name << "=" << shell_quote(value) << "\n";
     return 0;
   }
   return Driver(options, context).run();

@@ -9,13 +9,14 @@
 #include "horovodcpp/horovod.h"
 #include "horovodrun_flags.h"
 #include "hosts.h"
+#include "launcher_name.h"
 #include "shell_words.h"
 
 namespace hvd::launcher {
 namespace {
 
 constexpr const char* kDescription =
-    "hvdrun: runs a horovodcpp program on N processes through Open MPI's mpirun (srun inside a "
+    "runs a horovodcpp program on N processes through Open MPI's mpirun (srun inside a "
     "Slurm allocation). Everything from PROGRAM on goes to every rank unchanged.";
 constexpr const char* kFooter =
     "Examples:\n  hvdrun -np 4 ./train\n  hvdrun -np 8 -H node1:4,node2:4 --fusion-threshold-mb 64 "
@@ -136,7 +137,7 @@ void split_arguments(CLI::App& app, const std::vector<std::string>& args,
       if (attached) value = tok.substr(2);
     }
     CLI::Option* opt = app.get_option_no_throw(name);
-    if (opt == nullptr) throw hvd::Error("unknown flag '" + tok + "' (see hvdrun --help)");
+    if (opt == nullptr) throw hvd::Error("unknown flag '" + tok + "' (see " + launcher_name() + " --help)");
     if (opt->get_items_expected_max() == 0) {
       if (attached) throw hvd::Error("flag " + name + " takes no value (got '" + tok + "')");
       ours->push_back(name);
@@ -237,7 +238,7 @@ void check_values(const CLI::App& app, const LaunchOptions& o) {
   if (app.count("--network-interfaces") && o.network_interfaces.empty())
     throw hvd::Error("--network-interfaces needs at least one interface or subnet");
   if (o.command.empty() && !o.version && !o.check_build)
-    throw hvd::Error("missing program to run. Usage: hvdrun -np N PROGRAM [ARGS...]");
+    throw hvd::Error("missing program to run. Usage: " + launcher_name() + " -np N PROGRAM [ARGS...]");
 }
 
 }  // namespace
@@ -245,9 +246,9 @@ void check_values(const CLI::App& app, const LaunchOptions& o) {
 ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   ParsedCommandLine result;
   LaunchOptions& o = result.options;
-  CLI::App app{kDescription, "hvdrun"};
+  CLI::App app{launcher_name() + ": " + kDescription, launcher_name()};
   app.footer(unflagged_knobs_help() + "\n\n" + kFooter);
-  // The usage line reads "Usage: hvdrun [-np N FLAGS...] PROGRAM [ARGS...]".
+  // The usage line reads "Usage: <name> [-np N FLAGS...] PROGRAM [ARGS...]".
   app.get_formatter()->label("OPTIONS", "-np N FLAGS...] PROGRAM [ARGS...");
   NumberTexts numbers;
   add_launch_flags(app, o, numbers);

@@ -13,6 +13,7 @@
 #include "host_check.h"
 #include "horovodcpp/horovod.h"
 #include "launch_options.h"
+#include "launcher_name.h"
 #include "program_path.h"
 #include "shell_words.h"
 #include "supervisor.h"
@@ -24,11 +25,11 @@ namespace {
 using namespace hvd::launcher;
 
 void print_plan(const LaunchPlan& plan, std::ostream& out) {
-  if (!plan.note.empty()) out << "hvdrun: " << plan.note << "\n";
-  out << "hvdrun: command: " << format_command(plan.argv) << "\n";
-  if (plan.added.empty()) out << "hvdrun: environment added: (none)\n";
+  if (!plan.note.empty()) out << launcher_name() << ": " << plan.note << "\n";
+  out << launcher_name() << ": command: " << format_command(plan.argv) << "\n";
+  if (plan.added.empty()) out << launcher_name() << ": environment added: (none)\n";
   for (const auto& [name, value] : plan.added)
-    out << "hvdrun: environment added: " << name << "=" << shell_quote(value) << "\n";
+    out << launcher_name() << ": environment added: " << name << "=" << shell_quote(value) << "\n";
 }
 
 // Checks that fail before anything starts: the launcher and (when every host is this machine)
@@ -82,7 +83,7 @@ int run(const std::vector<std::string>& args) {
   }
   const LaunchOptions& o = parsed.options;
   if (o.version) {
-    std::cout << "hvdrun (horovodcpp) " << build_info().version << "\n";
+    std::cout << launcher_name() << " (horovodcpp) " << build_info().version << "\n";
     return 0;
   }
   if (o.check_build) {
@@ -92,7 +93,7 @@ int run(const std::vector<std::string>& args) {
   LaunchContext context{environment_from(environ), geteuid() == 0};
   if (!o.host_discovery_script.empty()) return run_elastic(o, context);
   LaunchPlan plan = build_launch_plan(o, context);
-  for (const auto& w : plan.warnings) std::cerr << "hvdrun: warning: " << w << "\n";
+  for (const auto& w : plan.warnings) std::cerr << launcher_name() << ": warning: " << w << "\n";
   if (o.dry_run) {
     print_plan(plan, std::cout);
     return 0;
@@ -104,7 +105,7 @@ int run(const std::vector<std::string>& args) {
     check_hosts_reachable(plan, o, std::chrono::seconds(o.start_timeout));
   RunOutcome outcome = run_supervised(plan.argv, plan.child_env);
   if (outcome.exit_code != 0 && outcome.signal_forwarded == 0)
-    std::cerr << "hvdrun: " << failure_summary(outcome.report, plan.launcher, outcome.exit_code)
+    std::cerr << launcher_name() << ": " << failure_summary(outcome.report, plan.launcher, outcome.exit_code)
               << "\n";
   return outcome.exit_code;
 }
@@ -112,13 +113,14 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_launcher_name(argc > 0 ? argv[0] : "");
   try {
     return run(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const hvd::Error& e) {
-    std::cerr << "hvdrun: error: " << e.what() << "\n";
+    std::cerr << launcher_name() << ": error: " << e.what() << "\n";
     return kUsageExitCode;
   } catch (const std::exception& e) {
-    std::cerr << "hvdrun: error: " << e.what() << "\n";
+    std::cerr << launcher_name() << ": error: " << e.what() << "\n";
     return kUsageExitCode;
   }
 }

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "horovodcpp/horovod.h"
+#include "launcher_name.h"
 #include "process_tree.h"
 #include "program_path.h"
 #include "spawn.h"
@@ -36,7 +37,7 @@ void write_all(int fd, const char* data, std::size_t size) {
 }
 
 void say(const std::string& message) {
-  const std::string line = "hvdrun: " + message + "\n";
+  const std::string line = launcher_name() + ": " + message + "\n";
   write_all(STDERR_FILENO, line.data(), line.size());
 }
 

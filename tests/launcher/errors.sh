@@ -72,4 +72,21 @@ for flag in fusion-threshold-mb cycle-time-ms cache-capacity timeline-filename t
   autotune-bayes-opt-max-samples autotune-gaussian-process-noise log-level; do
   expect_contains "--help lists --$flag" "--$flag" "$TMP/help"
 done
+# Started as horovodrun (the symlink beside hvdrun), it speaks under that name: errors, warnings,
+# the printed plan, --version and the usage line.
+HOROVODRUN="$(dirname "$HVDRUN")/horovodrun"
+if [ -x "$HOROVODRUN" ]; then
+  expect_error "horovodrun: unknown flag" "horovodrun: error: unknown flag '--frobnicate' (see horovodrun --help)" "$HOROVODRUN" --frobnicate -np 2 "$RANK_PROGRAM"
+  limited "$HOROVODRUN" --version >"$TMP/hr_version" 2>&1
+  expect_eq "horovodrun --version" "horovodrun (horovodcpp) ${HVD_EXPECT_VERSION}" "$(cat "$TMP/hr_version")"
+  limited "$HOROVODRUN" --dry-run --gloo -np 2 "$RANK_PROGRAM" >"$TMP/hr_plan" 2>&1
+  expect_contains "horovodrun --dry-run prints its plan under its name" "horovodrun: command: " "$TMP/hr_plan"
+  expect_contains "horovodrun warns under its name" "horovodrun: warning: " "$TMP/hr_plan"
+  limited "$HOROVODRUN" --help >"$TMP/hr_help" 2>&1
+  expect_contains "horovodrun --help usage line" "Usage: horovodrun " "$TMP/hr_help"
+  limited "$HVDRUN" --dry-run -np 2 "$RANK_PROGRAM" >"$TMP/plan" 2>&1
+  expect_contains "hvdrun --dry-run keeps its own name" "hvdrun: command: " "$TMP/plan"
+else
+  fail "horovodrun symlink missing beside $HVDRUN"
+fi
 finish
