@@ -1,5 +1,6 @@
-// The MPI backend: collectives on host memory (and on device memory when CUDA-aware MPI is
-// asked for with HOROVOD_GPU_OPERATIONS=mpi). Registered by backends/compiled_backends.cc.
+// The MPI backend: collectives on host memory only. Device tensors reach these ops only staged
+// through host memory by the NCCL backend (HOROVOD_GPU_OPERATIONS=mpi, nccl_staged_mpi_ops.cc).
+// Registered by backends/compiled_backends.cc.
 #pragma once
 
 #include <memory>

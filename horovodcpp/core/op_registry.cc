@@ -41,7 +41,7 @@ CollectiveOp* OpRegistry::select(const Response& response, const std::vector<Ten
     if (!wanted.empty())
       *why += std::string(" with ") + (on_gpu ? "HOROVOD_GPU_OPERATIONS=" : "HOROVOD_CPU_OPERATIONS=") + wanted;
     else if (on_gpu)
-      *why += " (GPU tensors need the NCCL backend, or HOROVOD_GPU_OPERATIONS=mpi with a CUDA-aware MPI)";
+      *why += " (GPU tensors need a build with CUDA and NCCL: the NCCL backend runs them, or stages them for MPI with HOROVOD_GPU_OPERATIONS=mpi)";
   }
   return nullptr;
 }

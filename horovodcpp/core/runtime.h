@@ -1,5 +1,5 @@
 // The one object behind hvd::init(), and its lifecycle only: it starts the background thread
-// ("hvd-background", the one thread that makes every MPI call), sets up the world, backends and
+// ("hvd-background", which makes every MPI call but the watchdog's on its own communicator), sets up the world, backends and
 // process sets there (every rank agrees that init worked), runs the loop, and stops it (asked,
 // or because a peer left or something failed), or gives up on it when the watchdog says it is
 // stuck. Each part has its own owner, made here once the world exists:

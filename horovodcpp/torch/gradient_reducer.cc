@@ -505,7 +505,8 @@ void GradientReducer::synchronize() {
   if (model_differs_) throw Error(failure);
   if (!failure.empty() && deltas_)
     throw Error(std::string(kWho) + "::step() (op Adasum): " + failure +
-                " (the parameters whose update failed keep their values from before this step)");
+                " (the parameters whose update failed keep their values from before this step; the wrapped "
+                "optimizer's state for them, e.g. momentum, has taken this step's local update)");
   if (!failure.empty())
     throw Error(std::string(kWho) + "::synchronize(): " + failure +
                 " (the gradients that failed stay unreduced; step() retries them and does not step before)");

@@ -85,8 +85,8 @@ class GradientReducer {
     at::Tensor start;  // Adasum: the parameter before its local step (AdasumDeltas::take)
     hvd::Handle handle;
     // Its collective name taken (held for the end of the pass, or started): its accumulation is
-  // complete for this step.
-  bool claimed = false;
+    // complete for this step.
+    bool claimed = false;
   };
 
   // Runs before the accumulator writes param.grad().

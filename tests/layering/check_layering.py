@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layering of the source tree, as a test (DESIGN.md "Inside the core").
+"""The layering of the source tree, as a test (docs/design.md, "The layering rule").
 
   check_layering.py [--self-test] ROOT
 
@@ -175,7 +175,7 @@ def main(argv):
     for line in found:
         print("layering: " + line)
     if found:
-        print(f"layering: {len(found)} include(s) break the layering (DESIGN.md, 'Inside the core')")
+        print(f"layering: {len(found)} include(s) break the layering (docs/design.md, 'The layering rule')")
         return 1
     counted = sum(1 for folder, _, _ in RULES for _ in layer_files(root, folder))
     print(f"layering: {counted} files in {', '.join(f for f, _, _ in RULES)} keep to their layers")
