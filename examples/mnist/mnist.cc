@@ -7,7 +7,9 @@
 // Each rank trains on its shard of the digits, the learning rate is scaled by the number of
 // ranks, rank 0's initial state is broadcast, gradients are averaged while backward runs, test
 // accuracy is computed over all ranks' shards, and rank 0 alone writes the checkpoint, which
-// --resume loads at any world size.
+// --resume loads at any world size. --adasum combines the ranks' updates with Adasum instead of
+// averaging gradients (as Horovod's pytorch_mnist.py --use-adasum), and then the learning rate is
+// not scaled by the ranks that Adasum combines.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -30,9 +32,10 @@ struct Args {
   std::string resume;                                   // checkpoint to start from
   int epochs = 10;
   std::int64_t batch_size = 32;  // per rank
-  double lr = 0.01;              // per rank: the optimizer gets lr * size
+  double lr = 0.01;              // per rank: the optimizer gets lr * size (see lr_scale)
   double momentum = 0.9;
   bool fp16 = false;
+  bool adasum = false;  // DistributedOptimizerOptions::op = Adasum
   int log_interval = 25;
   std::uint64_t seed = 42;
   int threads = 0;             // intra-op threads per rank; 0: cores / local ranks
@@ -41,7 +44,7 @@ struct Args {
 };
 
 void usage() {
-  std::cout << "usage: mnist [--data DIR] [--epochs N] [--batch-size B] [--lr LR] [--momentum M] [--fp16]\n"
+  std::cout << "usage: mnist [--data DIR] [--epochs N] [--batch-size B] [--lr LR] [--momentum M] [--fp16] [--adasum]\n"
                "             [--checkpoint PATH|''] [--resume PATH] [--log-interval N] [--seed S]\n"
                "             [--threads T] [--min-accuracy FRACTION] [--device cpu|cuda]\n";
 }
@@ -62,6 +65,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--lr") a.lr = std::stod(value());
     else if (flag == "--momentum") a.momentum = std::stod(value());
     else if (flag == "--fp16") a.fp16 = true;
+    else if (flag == "--adasum") a.adasum = true;
     else if (flag == "--log-interval") a.log_interval = std::stoi(value());
     else if (flag == "--seed") a.seed = std::stoull(value());
     else if (flag == "--threads") a.threads = std::stoi(value());
@@ -209,8 +213,12 @@ int run(const Args& args) {
   }
   Net model;
   model->to(device);  // before the optimizer takes the parameters
-  // HVD: scale the learning rate by the number of ranks (the global batch grows with it).
-  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(args.lr * size).momentum(args.momentum));
+  // HVD: scale the learning rate by the number of ranks whose gradients are averaged (the global
+  // batch grows with them). Adasum adds orthogonal updates and averages parallel ones, so it
+  // needs no scaling, except within a node for CUDA tensors, which it averages there (README,
+  // "Adasum").
+  const int lr_scale = !args.adasum ? size : device.is_cuda() ? hvd::local_size() : 1;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(args.lr * lr_scale).momentum(args.momentum));
   std::int64_t finished = 0;
   std::string resume_error;
   if (!args.resume.empty() && rank == 0) {
@@ -227,13 +235,14 @@ int run(const Args& args) {
   ht::broadcast_parameters(*model, 0);                            // HVD: rank 0's weights everywhere
   ht::DistributedOptimizerOptions options;
   options.compression = args.fp16 ? hvd::Compression::FP16 : hvd::Compression::None;
+  if (args.adasum) options.op = hvd::ReduceOp::Adasum;
   ht::DistributedOptimizer opt(std::move(sgd), model->named_parameters(), options);  // HVD
   ht::broadcast_optimizer_state(opt, 0);                                             // HVD
-  for (auto& group : opt.param_groups()) group.options().set_lr(args.lr * size);  // also after a resume
+  for (auto& group : opt.param_groups()) group.options().set_lr(args.lr * lr_scale);  // also after a resume
   if (rank == 0)
-    std::printf("mnist: %d rank(s) on %s, %zu training / %zu test digits, batch %lld per rank, lr %.4g\n", size,
+    std::printf("mnist: %d rank(s) on %s, %zu training / %zu test digits, batch %lld per rank, lr %.4g%s\n", size,
                 device.str().c_str(), *train_set.size(), *test_set.size(), static_cast<long long>(args.batch_size),
-                args.lr * size);
+                args.lr * lr_scale, args.adasum ? ", Adasum" : "");
 
   double accuracy = 0;
   for (int epoch = static_cast<int>(finished) + 1; epoch <= args.epochs; ++epoch) {
