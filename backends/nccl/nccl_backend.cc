@@ -18,6 +18,7 @@ class NcclBackend final : public Backend {
     context_ = std::make_unique<NcclContext>(world_, context);
     // Hierarchical first: it declines unless asked for and the topology has several nodes.
     registry.add(ResponseType::Allreduce, make_nccl_hierarchical_allreduce(*context_));
+    registry.add(ResponseType::Allreduce, make_nccl_adasum(*context_, registry));  // the others decline Adasum
     registry.add(ResponseType::Allreduce, make_nccl_allreduce(*context_));
     registry.add(ResponseType::Allgather, make_nccl_allgather(*context_));
     registry.add(ResponseType::Broadcast, make_nccl_broadcast(*context_));

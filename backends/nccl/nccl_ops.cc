@@ -54,7 +54,7 @@ ReducePlan reduce_plan(const Response& response) {
     case ReduceOp::Min: plan.op = ncclMin; break;
     case ReduceOp::Max: plan.op = ncclMax; break;
     case ReduceOp::Product: plan.op = ncclProd; break;
-    case ReduceOp::Adasum: break;  // the NCCL ops decline it (NcclOp::enabled)
+    case ReduceOp::Adasum: break;  // NcclOp::enabled declines it; NcclAdasum plans its own
   }
   if (response.dtype == DataType::Int16) plan.through_words = true;
   return plan;
@@ -73,7 +73,7 @@ bool is_host_stand_in(const TensorTableEntry& entry) {
 bool NcclOp::enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
                      const Communicator&) const {
   const int device = entries.empty() ? response.device : entries.front().device;
-  // Adasum runs on the host, device tensors staged there (nccl_staged_mpi_ops.cc).
+  // Adasum has its own ops: nccl_adasum.cc, and the staged one for the rest.
   return device != kCpuDevice && response.reduce_op != ReduceOp::Adasum;
 }
 

@@ -87,6 +87,14 @@ std::unique_ptr<CollectiveOp> make_nccl_reducescatter(NcclContext& nccl);
 // HOROVOD_GPU_OPERATIONS=mpi: any collective on device tensors, staged through host memory for
 // the MPI op `registry` has for host tensors (nccl_staged_mpi_ops.cc).
 std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context);
+// Runs host `entries` through the MPI op `registry` picks for them on `group` (nccl_staged_mpi_ops.cc).
+Status run_mpi_op_on_host(const OpRegistry& registry, std::vector<TensorTableEntry>& entries,
+                          const Response& response, const Communicator& group);
+// Adasum of device tensors: the node's average on NCCL, then Adasum across the nodes on the host
+// (nccl_adasum.cc). adasum_averages_within_node says when it, not the staged op, runs Adasum; see
+// Note [Adasum of device tensors averages within the node].
+std::unique_ptr<CollectiveOp> make_nccl_adasum(NcclContext& nccl, const OpRegistry& registry);
+bool adasum_averages_within_node(const Response& response, const Communicator& group, const OpContext& context);
 
 }  // namespace hvd::detail
 

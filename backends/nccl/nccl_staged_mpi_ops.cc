@@ -5,7 +5,8 @@
 // them to host tensors, runs the MPI op the registry picks for host tensors, and copies the
 // results to the device outputs (waiting for their allocation events first). Synchronous on the
 // background thread: the slow path, for when NCCL cannot be used, and Adasum's way on device
-// tensors (the NCCL ops decline it; see Note [Adasum of device tensors averages within the node]).
+// tensors where the NCCL Adasum op declines it (Note [Adasum of device tensors averages within
+// the node], nccl_adasum.cc).
 #include <chrono>
 #include <thread>
 
@@ -31,8 +32,11 @@ class StagedMpiOp final : public CollectiveOp {
   StagedMpiOp(const OpRegistry& registry, OpContext& context) : registry_(registry), context_(context) {}
   const char* backend() const override { return "MPI"; }
 
-  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries, const Communicator&) const override {
-    return (entries.empty() ? response.device : entries.front().device) != kCpuDevice;
+  // Exactly one of this op and NcclAdasum takes each Adasum of device tensors.
+  bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
+               const Communicator& group) const override {
+    return (entries.empty() ? response.device : entries.front().device) != kCpuDevice &&
+           !adasum_averages_within_node(response, group, context_);
   }
 
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
@@ -54,43 +58,11 @@ class StagedMpiOp final : public CollectiveOp {
     for (std::size_t i = 0; i < entries.size(); ++i) host[i] = to_host(entries[i]);
     Response host_response = response;
     host_response.device = kCpuDevice;
-    Status status = averages_within_node(response, group) ? adasum_across_nodes(host, host_response)
-                                                          : run_on_host(host, host_response, group);
+    Status status = run_mpi_op_on_host(registry_, host, host_response, group);
     if (!status.is_ok()) return status;  // the device tensors are untouched
 
     for (std::size_t i = 0; i < entries.size(); ++i) to_device(entries[i], host[i], device);
     return Status::ok();
-  }
-
-  Status run_on_host(std::vector<TensorTableEntry>& host, const Response& response, const Communicator& group) {
-    std::string why;
-    CollectiveOp* op = registry_.select(response, host, group, "mpi", "", &why);
-    if (op == nullptr) return Status::error(why);
-    return op->execute(host, response, group);
-  }
-
-  // Note [Adasum of device tensors averages within the node]: Horovod built with NCCL reduces a
-  // GPU tensor's Adasum hierarchically: the ranks of a node average, then the nodes combine with
-  // Adasum (Horovod's docs, "Hierarchical"; its test expects the orthogonal sum divided by the
-  // local size). The same here, for the world's device tensors on several ranks per node, unless
-  // HOROVOD_GPU_OPERATIONS=mpi asked for the MPI ops (Horovod built without NCCL: Adasum over
-  // every rank). Process sets reduce over their ranks.
-  bool averages_within_node(const Response& response, const Communicator& group) const {
-    const World& world = context_.world;
-    return response.reduce_op == ReduceOp::Adasum && group.id() == 0 && context_.settings.gpu_operations != "mpi" &&
-           world.local_size() > 1 && world.homogeneous();
-  }
-
-  Status adasum_across_nodes(std::vector<TensorTableEntry>& host, const Response& response) {
-    Response average = response;
-    average.reduce_op = ReduceOp::Average;
-    average.postscale_factor = 1.0;
-    Status status = run_on_host(host, average, context_.world.local());
-    if (!status.is_ok()) return status;
-    for (auto& h : host) h.input = h.output;  // the node's average, combined across the nodes in place
-    Response across = response;
-    across.prescale_factor = 1.0;
-    return run_on_host(host, across, context_.world.cross());
   }
 
   // A host twin of the entry: its input copied once ready, an output where the op writes one.
@@ -145,6 +117,14 @@ class StagedMpiOp final : public CollectiveOp {
 };
 
 }  // namespace
+
+Status run_mpi_op_on_host(const OpRegistry& registry, std::vector<TensorTableEntry>& entries,
+                          const Response& response, const Communicator& group) {
+  std::string why;
+  CollectiveOp* op = registry.select(response, entries, group, "mpi", "", &why);
+  if (op == nullptr) return Status::error(why);
+  return op->execute(entries, response, group);
+}
 
 std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context) {
   return std::make_unique<StagedMpiOp>(registry, context);

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "tests/common/rank_reduction.h"
 #include "tests/common/every_rank_session.h"
@@ -183,23 +185,50 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
           "[allreduce][adasum]") {
   // Orthogonal vectors: the nodes' averages are orthogonal too, so their Adasum is their sum, the
   // ranks' sum over the local size; with HOROVOD_GPU_OPERATIONS=mpi, Adasum over every rank: the
-  // sum. Parallel vectors: the mean either way. See Note [Adasum of device tensors averages
-  // within the node].
+  // sum. Parallel vectors: the mean either way. Both scale with prescale * postscale. See Note
+  // [Adasum of device tensors averages within the node]; the timeline shows which op ran.
   const int size = hvd::size(), me = rank();
   const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
-  const double denominator = operations != nullptr && std::string(operations) == "mpi" ? 1.0 : hvd::local_size();
-  for (DataType dtype : {DataType::Float32, DataType::Float64, DataType::Float16}) {
-    const std::int64_t n = size + 5;
-    std::vector<double> ortho(n, 0.0), sum(n, 0.0), parallel(n), mean(n);
+  const bool gpu_mpi = operations != nullptr && std::string(operations) == "mpi";
+  const bool on_nccl = !gpu_mpi && local_size() > 1;  // NcclAdasum (nccl_adasum.cc), else staged
+  const double denominator = gpu_mpi ? 1.0 : hvd::local_size();
+  const std::string path = "adasum_timeline_np" + std::to_string(size) + "_local" + std::to_string(local_size()) +
+                           (gpu_mpi ? "_mpi" : "") + (std::getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") ? "_h" : "") +
+                           ".json";
+  start_timeline(path);
+  for (DataType dtype : {DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16}) {
+    const double scale = dtype == DataType::Float32 ? 0.5 * 4.0 : 1.0;
+    AllreduceOptions options{ReduceOp::Adasum, std::string("adasum.") + dtype_name(dtype)};
+    if (dtype == DataType::Float32) options.prescale_factor = 0.5, options.postscale_factor = 4.0;
+    // Fused: tensors of different sizes. Then the parallel one alone.
+    const std::int64_t n = size + 5, m = n + 3;
+    std::vector<double> ortho(n, 0.0), sum(n, 0.0), parallel(m), mean(m);
     ortho[me] = me + 1.0;
-    for (int r = 0; r < size; ++r) sum[r] = (r + 1.0) / denominator;
-    for (std::int64_t i = 0; i < n; ++i) parallel[i] = (me + 1) * (i % 4 + 1.0), mean[i] = (size + 1) / 2.0 * (i % 4 + 1.0);
-    std::vector<TensorPtr> inputs = {device_tensor(dtype, {n}, ortho), device_tensor(dtype, {n}, parallel)};
-    std::vector<TensorPtr> outputs = {DeviceTensor::allocate(dtype, {n}), DeviceTensor::allocate(dtype, {n})};
-    const std::string name = std::string("adasum.") + dtype_name(dtype);
-    grouped_allreduce_async(inputs, outputs, {ReduceOp::Adasum, name}).wait();
-    check_close(static_cast<DeviceTensor&>(*outputs[0]).download(), sum, dtype, name + " orthogonal");
-    check_close(static_cast<DeviceTensor&>(*outputs[1]).download(), mean, dtype, name + " parallel");
+    for (int r = 0; r < size; ++r) sum[r] = (r + 1.0) / denominator * scale;
+    for (std::int64_t i = 0; i < m; ++i)
+      parallel[i] = (me + 1) * (i % 4 + 1.0), mean[i] = (size + 1) / 2.0 * (i % 4 + 1.0) * scale;
+    std::vector<TensorPtr> inputs = {device_tensor(dtype, {n}, ortho), device_tensor(dtype, {m}, parallel)};
+    std::vector<TensorPtr> outputs = {DeviceTensor::allocate(dtype, {n}), DeviceTensor::allocate(dtype, {m})};
+    grouped_allreduce_async(inputs, outputs, options).wait();
+    check_close(static_cast<DeviceTensor&>(*outputs[0]).download(), sum, dtype, options.name + " orthogonal");
+    check_close(static_cast<DeviceTensor&>(*outputs[1]).download(), mean, dtype, options.name + " parallel");
+    auto alone = DeviceTensor::allocate(dtype, {m});
+    options.name += ".alone";
+    allreduce_async(inputs[1], alone, options).wait();
+    check_close(alone->download(), mean, dtype, options.name);
+  }
+  stop_timeline();
+  if (me == 0) {  // only rank 0 records
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    const std::string trace = text.str();
+    INFO(path);
+    REQUIRE((trace.find("NCCL_ADASUM_NODE_AVERAGE") != std::string::npos) == on_nccl);
+    // Staging (StagedMpiOp) copies every input to the host; on one node NcclAdasum never does.
+    REQUIRE((trace.find("MEMCPY_DEVICE_TO_HOST") != std::string::npos) == !on_nccl);
+    REQUIRE((trace.find("MPI_ADASUM_ALLREDUCE") != std::string::npos) == (!on_nccl || cross_size() > 1));
+    std::remove(path.c_str());
   }
 }
 
