@@ -201,6 +201,38 @@ TEST_CASE("Adasum: identical updates on every rank give one process's update and
   }
 }
 
+TEST_CASE("Adasum of CUDA parameters: identical updates give one process's update", "[optimizer][adasum][cuda]") {
+  if (!hvd_test::cuda_case_runs()) {
+    SUCCEED("no CUDA device here");
+    return;
+  }
+  // The changes are device tensors: the node's average on NCCL, then Adasum across the nodes
+  // (README, "Adasum"); identical changes come out unchanged either way.
+  torch::Device device(torch::kCUDA, hvd::local_rank() % static_cast<int>(torch::cuda::device_count()));
+  auto model = hvd_test::make_mlp(37);
+  auto reference = hvd_test::make_mlp(37);
+  model->to(device);
+  const Setting s{"sgd", momentum_sgd, 1, ht::GradientOverlap::DuringBackward};
+  ht::DistributedOptimizer opt(s.make(model->parameters()), model->named_parameters(),
+                               adasum_options(s, "adasum.cuda"));
+  auto ref_opt = s.make(reference->parameters());
+  torch::manual_seed(11);  // the same data on every rank
+  auto x = torch::randn({kSteps, 4, 8});
+  auto y = torch::randn({kSteps, 4, 4});
+  for (int k = 0; k < kSteps; ++k) {
+    opt.zero_grad();
+    ref_opt->zero_grad();
+    torch::mse_loss(model->forward(x[k].to(device)), y[k].to(device)).backward();
+    torch::mse_loss(reference->forward(x[k]), y[k]).backward();
+    opt.step();
+    ref_opt->step();
+  }
+  auto mine = model->parameters();
+  auto ref = reference->parameters();
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    CHECK(mine[i].cpu().allclose(ref[i], 1e-5, 1e-5));  // GPU against CPU arithmetic
+}
+
 TEST_CASE("Adasum: gradients changed between backward() and step() count with AfterBackward only",
           "[optimizer][adasum]") {
   for (auto overlap : {ht::GradientOverlap::DuringBackward, ht::GradientOverlap::AfterBackward}) {
