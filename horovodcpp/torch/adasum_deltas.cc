@@ -64,7 +64,7 @@ at::Tensor AdasumDeltas::take(const at::Tensor& param, at::Tensor& start) const 
   }
   at::Tensor delta = param - start;  // a new tensor
   param.copy_(start);  // back where it was until step(): forward passes before it see the old values
-  return delta.is_contiguous() ? delta : delta.contiguous();
+  return delta;
 }
 
 void AdasumDeltas::apply(const at::Tensor& param, at::Tensor& start, const at::Tensor& combined) {

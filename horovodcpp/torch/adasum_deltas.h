@@ -54,7 +54,7 @@ class AdasumDeltas {
  public:
   void bind(LocalStep step) { step_ = std::move(step); }
   // Takes `param`'s local step (none when it has no gradient: zeros) and returns its change, a
-  // new contiguous tensor; `param` is left where it was, and `start` (allocated on first use,
+  // new tensor (made contiguous where it travels, as a gradient is); `param` is left where it was, and `start` (allocated on first use,
   // then reused) keeps a copy of that until apply().
   at::Tensor take(const at::Tensor& param, at::Tensor& start) const;
   // `param` becomes where it was before its local step plus the ranks' combined change.

@@ -109,5 +109,4 @@ class _DistributedAdasumOptimizer(GradientHooks):
         return loss
 
 
-
 ADASUM_WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedAdasumOptimizer)

@@ -283,7 +283,6 @@ class _DistributedOptimizer(GradientHooks):
         return super(type(self), self).load_state_dict(*args, **kwargs)
 
 
-
 _WRAPPER_METHODS = wrapper_methods(GradientHooks, _DistributedOptimizer)
 
 
