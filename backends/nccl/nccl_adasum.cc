@@ -20,7 +20,8 @@ namespace hvd::detail {
 // (each local rank on its own, with the same result), then copies back. Otherwise Adasum runs
 // over the ranks themselves, staged through host memory by StagedMpiOp: with
 // HOROVOD_GPU_OPERATIONS=mpi (Horovod built without NCCL), in process sets, with one rank per
-// node, and on a non-homogeneous job.
+// node, and on a non-homogeneous job (the last three under the name "NCCL" too, so that
+// HOROVOD_GPU_OPERATIONS=nccl keeps them: StagedRole::AdasumOnNccl).
 bool adasum_averages_within_node(const Response& response, const Communicator& group, const OpContext& context) {
   const World& world = context.world;
   return response.reduce_op == ReduceOp::Adasum && group.id() == 0 && context.settings.gpu_operations != "mpi" &&

@@ -20,6 +20,7 @@ class NcclBackend final : public Backend {
     registry.add(ResponseType::Allreduce, make_nccl_hierarchical_allreduce(*context_));
     registry.add(ResponseType::Allreduce, make_nccl_adasum(*context_, registry));  // the others decline Adasum
     registry.add(ResponseType::Allreduce, make_nccl_allreduce(*context_));
+    registry.add(ResponseType::Allreduce, make_staged_mpi_op(registry, context, StagedRole::AdasumOnNccl));
     registry.add(ResponseType::Allgather, make_nccl_allgather(*context_));
     registry.add(ResponseType::Broadcast, make_nccl_broadcast(*context_));
     registry.add(ResponseType::Alltoall, make_nccl_alltoall(*context_));
@@ -27,7 +28,7 @@ class NcclBackend final : public Backend {
     // HOROVOD_GPU_OPERATIONS=mpi: device tensors staged through host memory for the MPI ops.
     for (ResponseType type : {ResponseType::Allreduce, ResponseType::Allgather, ResponseType::Broadcast,
                               ResponseType::Alltoall, ResponseType::Reducescatter})
-      registry.add(type, make_staged_mpi_op(registry, context));
+      registry.add(type, make_staged_mpi_op(registry, context, StagedRole::GpuOperationsMpi));
   }
 
   void shutdown() override {

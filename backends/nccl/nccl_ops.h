@@ -84,9 +84,13 @@ std::unique_ptr<CollectiveOp> make_nccl_allgather(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_broadcast(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_alltoall(NcclContext& nccl);
 std::unique_ptr<CollectiveOp> make_nccl_reducescatter(NcclContext& nccl);
-// HOROVOD_GPU_OPERATIONS=mpi: any collective on device tensors, staged through host memory for
-// the MPI op `registry` has for host tensors (nccl_staged_mpi_ops.cc).
-std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context);
+// Device tensors staged through host memory for the MPI op `registry` has for host tensors
+// (nccl_staged_mpi_ops.cc), in one of two roles:
+enum class StagedRole {
+  GpuOperationsMpi,  // HOROVOD_GPU_OPERATIONS=mpi: any collective (backend "MPI")
+  AdasumOnNccl,      // the Adasum allreduces NcclAdasum declines (backend "NCCL": NCCL has no Adasum)
+};
+std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context, StagedRole role);
 // Runs host `entries` through the MPI op `registry` picks for them on `group` (nccl_staged_mpi_ops.cc).
 Status run_mpi_op_on_host(const OpRegistry& registry, std::vector<TensorTableEntry>& entries,
                           const Response& response, const Communicator& group);

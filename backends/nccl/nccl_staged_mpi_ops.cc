@@ -4,9 +4,11 @@
 // runtime) under the backend name "MPI": it waits on the host for the inputs' ready events, copies
 // them to host tensors, runs the MPI op the registry picks for host tensors, and copies the
 // results to the device outputs (waiting for their allocation events first). Synchronous on the
-// background thread: the slow path, for when NCCL cannot be used, and Adasum's way on device
-// tensors where the NCCL Adasum op declines it (Note [Adasum of device tensors averages within
-// the node], nccl_adasum.cc).
+// background thread: the slow path, for when NCCL cannot be used. The same op, under the name
+// "NCCL", is also Adasum's way on device tensors where the NCCL Adasum op declines it (Note
+// [Adasum of device tensors averages within the node], nccl_adasum.cc): NCCL has no Adasum, so
+// Horovod built with NCCL stages those through host memory too, and HOROVOD_GPU_OPERATIONS=nccl
+// must not leave them without an op.
 #include <chrono>
 #include <thread>
 
@@ -29,12 +31,16 @@ void wait_on_host(const ReadyEventPtr& event) {
 
 class StagedMpiOp final : public CollectiveOp {
  public:
-  StagedMpiOp(const OpRegistry& registry, OpContext& context) : registry_(registry), context_(context) {}
-  const char* backend() const override { return "MPI"; }
+  StagedMpiOp(const OpRegistry& registry, OpContext& context, StagedRole role)
+      : registry_(registry), context_(context), role_(role) {}
+  const char* backend() const override { return role_ == StagedRole::AdasumOnNccl ? "NCCL" : "MPI"; }
 
   // Exactly one of this op and NcclAdasum takes each Adasum of device tensors.
   bool enabled(const Response& response, const std::vector<TensorTableEntry>& entries,
                const Communicator& group) const override {
+    if (role_ == StagedRole::AdasumOnNccl &&
+        (response.type != ResponseType::Allreduce || response.reduce_op != ReduceOp::Adasum))
+      return false;
     return (entries.empty() ? response.device : entries.front().device) != kCpuDevice &&
            !adasum_averages_within_node(response, group, context_);
   }
@@ -114,6 +120,7 @@ class StagedMpiOp final : public CollectiveOp {
 
   const OpRegistry& registry_;
   OpContext& context_;
+  const StagedRole role_;
 };
 
 }  // namespace
@@ -126,8 +133,8 @@ Status run_mpi_op_on_host(const OpRegistry& registry, std::vector<TensorTableEnt
   return op->execute(entries, response, group);
 }
 
-std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context) {
-  return std::make_unique<StagedMpiOp>(registry, context);
+std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpContext& context, StagedRole role) {
+  return std::make_unique<StagedMpiOp>(registry, context, role);
 }
 
 }  // namespace hvd::detail

@@ -186,7 +186,8 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
   // Orthogonal vectors: the nodes' averages are orthogonal too, so their Adasum is their sum, the
   // ranks' sum over the local size; with HOROVOD_GPU_OPERATIONS=mpi, Adasum over every rank: the
   // sum. Parallel vectors: the mean either way. Both scale with prescale * postscale. See Note
-  // [Adasum of device tensors averages within the node]; the timeline shows which op ran.
+  // [Adasum of device tensors averages within the node]; the timeline shows which op ran. With
+  // HOROVOD_GPU_OPERATIONS=nccl the same as unset.
   const int size = hvd::size(), me = rank();
   const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
   const bool gpu_mpi = operations != nullptr && std::string(operations) == "mpi";
