@@ -196,6 +196,25 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
   const std::string path = "adasum_timeline_np" + std::to_string(size) + "_local" + std::to_string(local_size()) +
                            (gpu_mpi ? "_mpi" : "") + (std::getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") ? "_h" : "") +
                            ".json";
+  // Adasum pairs its participants (the nodes, or every rank when staged): a number that is not a
+  // power of two fails on every rank, naming the tensors, and the job goes on.
+  const int participants = on_nccl ? cross_size() : size;
+  if ((participants & (participants - 1)) != 0) {
+    auto t = device_tensor(DataType::Float32, {5}, std::vector<double>(5, me + 1.0));
+    try {
+      allreduce_async(t, t, {ReduceOp::Adasum, "adasum.refused"}).wait();
+      FAIL("Adasum over " << participants << " participants reduced");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      INFO(message);
+      REQUIRE(message.find("adasum.refused") != std::string::npos);
+      REQUIRE(message.find("power-of-two") != std::string::npos);
+    }
+    auto ok = device_tensor(DataType::Float32, {4}, std::vector<double>(4, 1.0));
+    allreduce_async(ok, ok, {ReduceOp::Sum, "adasum.refused.after"}).wait();
+    check_close(ok->download(), std::vector<double>(4, size), DataType::Float32, "after the refused Adasum");
+    return;
+  }
   start_timeline(path);
   for (DataType dtype : {DataType::Float32, DataType::Float64, DataType::Float16, DataType::BFloat16}) {
     const double scale = dtype == DataType::Float32 ? 0.5 * 4.0 : 1.0;
