@@ -487,6 +487,65 @@ TEST_CASE("a joined rank contributes zeros to the NCCL allreduces it no longer s
   if (size() > 1) REQUIRE(last != 0);  // rank 0 joined first
 }
 
+TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") {
+  // As in the Sum case above: rank 0 joins and its zeros count, in the node's average (NcclAdasum)
+  // or as a participant of Adasum (staged), which then returns the other vector unchanged.
+  const int n = size(), me = rank();
+  if (n == 1) {
+    SUCCEED("a joined rank needs a peer that does not join");
+    return;
+  }
+  const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
+  const bool on_nccl = !(operations != nullptr && std::string(operations) == "mpi") && local_size() > 1;
+  const int group = on_nccl ? local_size() : 1;  // ranks averaged before Adasum (consecutive)
+  const int participants = n / group;
+  if ((participants & (participants - 1)) != 0) {
+    SUCCEED("Adasum over " << participants << " participants is refused (the case above)");
+    return;
+  }
+  const std::int64_t count = 6;
+  auto contribution = [&](int r) {
+    std::vector<double> v(count, 0.0);
+    if (r != 0)
+      for (std::int64_t i = 0; i < count; ++i) v[i] = (r + 1.0) * ((i + r) % 3 + 1.0);
+    return v;
+  };
+  // The reference: each group's average, then Adasum over the groups as a tree of neighbours.
+  std::vector<std::vector<double>> level;
+  for (int g = 0; g < participants; ++g) {
+    std::vector<double> average(count, 0.0);
+    for (int r = g * group; r < (g + 1) * group; ++r) {
+      const auto v = contribution(r);
+      for (std::int64_t i = 0; i < count; ++i) average[i] += v[i] / group;
+    }
+    level.push_back(average);
+  }
+  auto adasum = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (std::int64_t i = 0; i < count; ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
+    const double ca = aa == 0 ? 1 : 1 - ab / (2 * aa), cb = bb == 0 ? 1 : 1 - ab / (2 * bb);
+    std::vector<double> out(count);
+    for (std::int64_t i = 0; i < count; ++i) out[i] = ca * a[i] + cb * b[i];
+    return out;
+  };
+  while (level.size() > 1) {
+    std::vector<std::vector<double>> next;
+    for (std::size_t j = 0; j < level.size(); j += 2) next.push_back(adasum(level[j], level[j + 1]));
+    level = next;
+  }
+  // Every rank's communicators exist before rank 0 joins.
+  auto warm = device_tensor(DataType::Float32, {count}, std::vector<double>(count, 1.0));
+  allreduce_async(warm, warm, {ReduceOp::Adasum, "adasum.join.warmup"}).wait();
+  if (me == 0) {
+    REQUIRE(join() != 0);
+    return;
+  }
+  auto t = device_tensor(DataType::Float32, {count}, contribution(me));
+  allreduce_async(t, t, {ReduceOp::Adasum, "adasum.join"}).wait();
+  check_close(t->download(), level.front(), DataType::Float32, "Adasum beside a joined rank");
+  join();
+}
+
 TEST_CASE("ranks that disagree on a GPU tensor's dtype all get the same error", "[errors]") {
   const DataType dtype = rank() == 0 ? DataType::Float32 : DataType::Float64;
   auto t = device_tensor(dtype, {8}, std::vector<double>(8, 1.0));
