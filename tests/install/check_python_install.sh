@@ -3,7 +3,8 @@
 # the README's Python section as written: its two commands (install into ~/.local, run train.py
 # under hvdrun), with HOME in a scratch folder, and its train.py, which must train (loss halves)
 # and save model.pt. The same train.py under a plain mpirun, importing from the prefix, and under
-# the installed horovodrun with a Horovod launch command line as Horovod's docs write them.
+# the installed horovodrun with a Horovod launch command line as Horovod's docs write them; and
+# horovod.run from the prefix, through the prefix's hvdrun.
 #   check_python_install.sh BUILD_DIR SOURCE_DIR PYTHON PYTHON_INSTALL_DIR MPIEXEC [MPIEXEC FLAGS...]
 set -euo pipefail
 build_dir=$1; source_dir=$2; python=$3; pydir=$4; mpiexec=$5; shift 5
@@ -55,3 +56,15 @@ check_training "$work/mpirun.log" "train.py under a plain mpirun"
 (cd "$work/run" && PYTHONPATH="$work/prefix/$pydir" "$work/prefix/bin/horovodrun" -np 2 -H localhost:2 --mpi \
    --log-level warning --no-autotune "$python" train.py) 2>&1 | sed 's/^\[1,0\]<stdout>://' | tee "$work/horovodrun.log"
 check_training "$work/horovodrun.log" "train.py under the installed horovodrun"
+
+# horovod.run from the installed package launches the installed hvdrun (found beside the
+# package, not on PATH, which here has none) and returns each rank's value.
+(cd "$work/run" && PATH=$(dirname "$(command -v mpirun)"):/usr/bin:/bin PYTHONPATH="$work/prefix/$pydir" \
+  "$python" -c '
+import os, sys, horovod
+from horovod.runner.hvdrun_location import find_hvdrun
+assert find_hvdrun() == sys.argv[1], (find_hvdrun(), sys.argv[1])
+results = horovod.run(lambda: int(os.environ["OMPI_COMM_WORLD_RANK"]) * 10, num_proc=2)
+assert results == [0, 10], results
+print("check_python_install: horovod.run through", find_hvdrun(), "returned", results)' \
+  "$work/prefix/bin/hvdrun")

@@ -1,0 +1,120 @@
+"""The caller's side of horovod.run: runs hvdrun, shows the ranks' output without the result
+frames, and turns the frames into the list of results, or into the error of the rank that
+failed.
+"""
+import collections
+import os
+import pickle
+import signal
+import subprocess
+import threading
+
+from horovod.runner import result_frames
+from horovod.runner.tagged_output import TaggedOutput
+
+
+class _Frames:
+    """The frames of this run, by launch (elastic jobs launch again), the newest launch last."""
+
+    def __init__(self, nonce, stdout):
+        self._nonce, self._stdout = nonce, stdout
+        self.launches = collections.OrderedDict()
+
+    def on_line(self, rank, line):
+        text, frame = result_frames.split(line, self._nonce)
+        if frame:  # in the order they came (dicts keep it)
+            self.launches.setdefault(frame.launch, {})[frame.rank] = frame
+            self.launches.move_to_end(frame.launch)
+        if text:
+            # Tagged as mpirun tags it (every mpirun here runs one job, job 1); text that a
+            # frame followed on its line gets the newline it lacked.
+            tag = '' if rank is None else f'[1,{rank}]<stdout>:'
+            end = '\n' if frame and not text.endswith(b'\n') else ''
+            self._stdout.write(tag + text.decode('utf-8', 'replace') + end)
+            self._stdout.flush()
+
+
+def _pump_stderr(pipe, stderr, last_lines):
+    """Passes hvdrun's stderr on as it comes, keeping its last lines for the error message."""
+    for raw in iter(pipe.readline, b''):
+        line = raw.decode('utf-8', 'replace')
+        stderr.write(line)
+        stderr.flush()
+        last_lines.append(line.rstrip('\n'))
+
+
+def _error_of(frames, code):
+    """The RuntimeError for the failed rank of ``frames`` (a launch's) that caused the others'
+    failures, with its traceback in the message and, when it pickled, its exception as the
+    cause. Its first line says "mpirun failed", as Horovod's does.
+
+    A rank that raised shuts down, and its peers' pending collectives then fail with
+    HorovodInternalError; their frames may even arrive first (mpirun reads the ranks' outputs in
+    any order). So the rank named is the first whose error is another one, else the first."""
+    reports = {rank: frame.value() for rank, frame in frames.items() if frame.kind == 'error'}
+    failed = sorted(reports, key=lambda rank: reports[rank]['type'] == 'HorovodInternalError')
+    report = reports[failed[0]]
+    others = f' (rank(s) {", ".join(map(str, failed[1:]))} failed too)' if failed[1:] else ''
+    error = RuntimeError(f"horovod.run: rank {failed[0]} raised {report['type']}: {report['message']}"
+                         f"{others}; mpirun failed with exit code {code}\n\n"
+                         f"rank {failed[0]}'s traceback:\n{report['traceback']}")
+    cause = None
+    if report['exception'] is not None:
+        try:
+            cause = pickle.loads(report['exception'])
+        except Exception:  # its class may not import here
+            pass
+    return error, cause
+
+
+def run_job(argv, env, stdout, stderr, nonce):
+    """Runs hvdrun ``argv`` with ``env``; returns the return values of its last launch, by
+    rank."""
+    frames = _Frames(nonce, stdout)
+    last_lines = collections.deque(maxlen=20)
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, stderr, last_lines), daemon=True)
+    pump.start()
+    output = TaggedOutput(frames.on_line)
+    try:
+        for data in iter(lambda: os.read(proc.stdout.fileno(), 1 << 16), b''):
+            output.feed(data)
+        output.close()
+        code = proc.wait()
+    except BaseException:
+        # Interrupted (Ctrl-C in a notebook): hvdrun forwards the signal and ends every rank.
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        pump.join(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    launch = next(reversed(frames.launches.values()), {})
+    if code != 0 and any(frame.kind == 'error' for frame in launch.values()):
+        error, cause = _error_of(launch, code)
+        raise error from cause
+    if code != 0:
+        said = [line for line in last_lines if line.startswith(('hvdrun:', 'horovodrun:'))]
+        raise RuntimeError(f'horovod.run: mpirun failed with exit code {code}' +
+                           (': ' + ' / '.join(said[-3:]) if said else ''))
+    size = next(iter(launch.values())).size if launch else 0
+    missing = [rank for rank in range(size) if rank not in launch or launch[rank].kind != 'result']
+    if not launch or missing:
+        raise RuntimeError(
+            'horovod.run: the job ended without a result from ' +
+            (f"rank(s) {', '.join(map(str, missing))}" if launch else 'any rank') +
+            ' (did the function end its process itself, e.g. with sys.exit() or os._exit()?)')
+    results = {}
+    for rank, frame in launch.items():
+        try:
+            results[rank] = frame.value()
+        except Exception as e:
+            raise RuntimeError(f"horovod.run: rank {rank}'s return value does not unpickle here: "
+                               f'{type(e).__name__}: {e}') from e
+    return [results[rank] for rank in range(size)]
