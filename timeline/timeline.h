@@ -4,8 +4,9 @@
 // file, so recording never blocks them for long. Owned by the Runtime; start/stop may be called
 // from any thread.
 //
-// Rows: row 1 is the runtime's own (CYCLE slices); each tensor gets the next free id, used as
-// both pid and tid (never 0, which Perfetto treats as the idle process / merges with tid 1).
+// Rows: row 1 is the runtime's own (CYCLE slices, CYCLE_START instants); each tensor gets the
+// next free id, used as both pid and tid (never 0, which Perfetto treats as the idle process /
+// merges with tid 1).
 // Spans reach the file as complete events once they close (timeline/span_folder.h).
 //
 // It depends on nothing of the core (the layering test checks it): it reports through the
@@ -93,7 +94,8 @@ class Timeline {
   // is open (for phase changes a GPU stream reaches later: timeline/timeline_cuda.h).
   void switch_activity(const std::string& tensor, const char* next);
   void end_op(const std::string& tensor, const TimelineArgs& args);
-  // Ends the runtime row's current CYCLE slice (if any) and opens the next one.
+  // Ends the runtime row's current CYCLE slice (if any) and opens the next one, whose start a
+  // CYCLE_START instant also marks (Horovod's name for it).
   void mark_cycle_start();
 
   // Tensor rows currently remembered (bounded by TimelineOptions::row_capacity plus the rows

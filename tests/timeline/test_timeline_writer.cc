@@ -345,7 +345,7 @@ TEST_CASE("a symlink where the timeline goes is refused, naming the path; its ta
   ::unlink(target.c_str());
 }
 
-TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
+TEST_CASE("a CYCLE slice and a CYCLE_START instant per background cycle, only with mark_cycles") {
   for (bool mark : {false, true}) {
     const std::string path = temp_path("cycles");
     Timeline t;
@@ -353,12 +353,25 @@ TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
     for (int i = 0; i < 5; ++i) t.mark_cycle_start();
     t.stop();  // ends the last cycle
     const TraceFile trace = read_checked(path);
-    CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));
-    // Back to back on the runtime's row: each ends where the next begins.
-    const Seq cycle = {"B CYCLE", "E CYCLE"};
+    CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));  // each cycle once, not twice
+    // Back to back on the runtime's row: each ends where the next begins; Horovod's instant
+    // marks each start.
+    const Seq cycle = {"i CYCLE_START", "B CYCLE", "E CYCLE"};
     Seq expected;
     for (int i = 0; mark && i < 5; ++i) expected.insert(expected.end(), cycle.begin(), cycle.end());
     CHECK(row_sequence(trace, 1) == expected);
+    // The instant is Horovod's global one, at the very time its slice begins.
+    std::vector<double> instants, slices;
+    for (const auto& e : trace.events) {
+      if (string_field(e, "name") == "CYCLE_START") {
+        CHECK(string_field(e, "ph") == "i");
+        CHECK(string_field(e, "s") == "g");
+        instants.push_back(*number_field(e, "ts"));
+      }
+      if (string_field(e, "name") == "CYCLE") slices.push_back(*number_field(e, "ts"));
+    }
+    CHECK(instants == slices);
+    CHECK(instants.size() == (mark ? 5u : 0u));
     ::unlink(path.c_str());
   }
 }
