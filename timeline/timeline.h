@@ -44,7 +44,10 @@ struct TimelineOptions {
   // Events waiting for the writer, all kinds counted (metadata and E events included): a B or
   // an instant is dropped when it would leave no room for the E events still owed.
   std::size_t queue_capacity = 1 << 16;
-  std::chrono::milliseconds flush_interval{100};
+  // Half of the 0.1 s that Horovod's test_timeline.py (like a user tailing the file) waits after
+  // an op before reading it: with a 100 ms period the two tied, and a read could come just
+  // before the write.
+  std::chrono::milliseconds flush_interval{50};
   bool wake_when_half_full = true;  // tests turn it off to make an overflow deterministic
   // Tensor names whose row id is remembered once nothing is open on them (see timeline_rows.h).
   std::size_t row_capacity = 1 << 14;
