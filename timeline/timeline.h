@@ -4,8 +4,9 @@
 // file, so recording never blocks them for long. Owned by the Runtime; start/stop may be called
 // from any thread.
 //
-// Rows: row 1 is the runtime's own (CYCLE slices); each tensor gets the next free id, used as
-// both pid and tid (never 0, which Perfetto treats as the idle process / merges with tid 1).
+// Rows: row 1 is the runtime's own (CYCLE slices, CYCLE_START instants); each tensor gets the
+// next free id, used as both pid and tid (never 0, which Perfetto treats as the idle process /
+// merges with tid 1).
 // Spans reach the file as complete events once they close (timeline/span_folder.h).
 //
 // It depends on nothing of the core (the layering test checks it): it reports through the
@@ -43,7 +44,10 @@ struct TimelineOptions {
   // Events waiting for the writer, all kinds counted (metadata and E events included): a B or
   // an instant is dropped when it would leave no room for the E events still owed.
   std::size_t queue_capacity = 1 << 16;
-  std::chrono::milliseconds flush_interval{100};
+  // Half of the 0.1 s that Horovod's test_timeline.py (like a user tailing the file) waits after
+  // an op before reading it: with a 100 ms period the two tied, and a read could come just
+  // before the write.
+  std::chrono::milliseconds flush_interval{50};
   bool wake_when_half_full = true;  // tests turn it off to make an overflow deterministic
   // Tensor names whose row id is remembered once nothing is open on them (see timeline_rows.h).
   std::size_t row_capacity = 1 << 14;
@@ -93,7 +97,8 @@ class Timeline {
   // is open (for phase changes a GPU stream reaches later: timeline/timeline_cuda.h).
   void switch_activity(const std::string& tensor, const char* next);
   void end_op(const std::string& tensor, const TimelineArgs& args);
-  // Ends the runtime row's current CYCLE slice (if any) and opens the next one.
+  // Ends the runtime row's current CYCLE slice (if any) and opens the next one, whose start a
+  // CYCLE_START instant also marks (Horovod's name for it).
   void mark_cycle_start();
 
   // Tensor rows currently remembered (bounded by TimelineOptions::row_capacity plus the rows

@@ -15,8 +15,8 @@
 
 namespace hvd::detail {
 
-// The runtime's own row (header metadata, CYCLE_START, dropped-event counts); tensor rows are
-// numbered after it. Never 0: Perfetto treats pid 0 as the idle process.
+// The runtime's own row (header metadata, CYCLE slices and CYCLE_START instants, dropped-event
+// counts); tensor rows are numbered after it. Never 0: Perfetto treats pid 0 as the idle process.
 constexpr int kRuntimeRow = 1;
 
 // Events in the file: 'X' (a complete span, with dur), 'B'/'E' (a span still open when it was

@@ -36,7 +36,7 @@ struct Op {
 // What one rank group of the merged trace holds.
 struct Group {
   int rank = 0;
-  std::vector<std::int64_t> cycles;                          // its cycle starts, in order
+  std::vector<std::int64_t> cycles;                          // its cycle starts, sorted, distinct
   std::map<std::string, std::vector<Negotiation>> tensors;  // by tensor name
   std::map<std::string, std::vector<Op>> ops;                // by tensor name
 };
@@ -79,6 +79,13 @@ Reader::Reader(const TraceFile& trace) {
   }
   if (groups.empty()) return;
   for (const auto& event : nested_events(trace.events)) add(event);
+  // A cycle marked both by its CYCLE slice and by the CYCLE_START instant at the slice's start
+  // (the recorder writes both) is one cycle: one start time.
+  for (auto& entry : groups) {
+    std::vector<std::int64_t>& cycles = entry.second.cycles;
+    std::sort(cycles.begin(), cycles.end());
+    cycles.erase(std::unique(cycles.begin(), cycles.end()), cycles.end());
+  }
 }
 
 void Reader::add(const JsonValue& event) {
@@ -89,7 +96,8 @@ void Reader::add(const JsonValue& event) {
   first_ns = std::min(first_ns, ns(*ts));
   last_ns = std::max(last_ns, ns(*ts));
   const std::string name = string_field(event, "name");
-  // Cycle marks: CYCLE slices (now) or CYCLE_START instants (older files).
+  // Cycle marks: CYCLE slices, CYCLE_START instants (Horovod's; older files hold only these), or
+  // both at the same time.
   if ((phase == "B" && name == "CYCLE") ||
       ((phase == "i" || phase == "I") && name == "CYCLE_START")) {
     group->second.cycles.push_back(ns(*ts));

@@ -24,7 +24,8 @@
 // entered already. That is counted the same way per op, from the collective's start (the first
 // activity that is not a memcpy). Summary names the straggler by the two times, summed: a count
 // of negotiations favours a rank that is last often by a hair over one that is last less often
-// by a whole pause. Reads READY slices and CYCLE slices (and the instants older files hold).
+// by a whole pause. Reads READY slices (and the ready instants older files hold), and cycle
+// marks: CYCLE slices and CYCLE_START instants, a cycle marked by both counted once by its start.
 // Tool-side only.
 #pragma once
 

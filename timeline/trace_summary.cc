@@ -1,6 +1,8 @@
 #include "timeline/trace_summary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <utility>
@@ -69,11 +71,15 @@ class Summarizer {
   RowState& row(const JsonValue& event);
   void close_span(RowState& row, const OpenSpan& span, const JsonValue& end);
   void count_op(const RowState& row, const OpenSpan& span, const JsonValue& end);
+  void mark_cycle(const JsonValue& event, double ts);
 
   std::map<std::string, std::string> labels_;
   std::map<std::string, RowState> rows_;
   std::map<std::string, std::set<std::string>> fused_open_;  // rows in the current response
   std::set<std::string> rank_groups_;
+  // A cycle is its row and start (ns): a file may mark it with a CYCLE slice, a CYCLE_START
+  // instant (Horovod's, and older horovodcpp files) or both, and counts once.
+  std::set<std::pair<std::string, std::int64_t>> cycle_starts_;
   TraceSummary summary_;
 };
 
@@ -102,14 +108,18 @@ void Summarizer::add(const JsonValue& event) {
     state.open.pop_back();
     close_span(state, span, event);
   } else if (phase == "i" || phase == "I") {
-    if (string_field(event, "name") == "CYCLE_START") ++summary_.cycles;
+    if (string_field(event, "name") == "CYCLE_START") mark_cycle(event, *ts);
   }
+}
+
+void Summarizer::mark_cycle(const JsonValue& event, double ts) {
+  cycle_starts_.emplace(row_key(event), std::llround(ts * 1000.0));
 }
 
 void Summarizer::close_span(RowState& state, const OpenSpan& span, const JsonValue& end) {
   const double us = number_field(end, "ts").value_or(span.ts) - span.ts;
   if (span.name == kCycle && state.open.empty()) {  // marks, not work
-    ++summary_.cycles;
+    mark_cycle(*span.begin, span.ts);
     return;
   }
   if (starts_with(span.name, kReadyPrefix)) return;
@@ -169,6 +179,7 @@ void Summarizer::count_op(const RowState& state, const OpenSpan& span, const Jso
 TraceSummary Summarizer::finish() {
   for (const auto& entry : fused_open_) summary_.fused_responses += entry.second.empty() ? 0 : 1;
   for (const auto& entry : rows_) summary_.open_spans += entry.second.open.size();
+  summary_.cycles = cycle_starts_.size();
   return summary_;
 }
 

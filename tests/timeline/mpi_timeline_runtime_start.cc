@@ -1,7 +1,7 @@
 // hvd::start_timeline / hvd::stop_timeline in the middle of a run (HOROVOD_TIMELINE=DYNAMIC,
 // Horovod's "no file until start_timeline"): rank 0 records just the steps between them. The file passes `check`, holds those tensors and no
-// others, has CYCLE slices only for a recording started with mark_cycles, and stays as it
-// was once stopped while the run goes on.
+// others, has CYCLE slices (and as many CYCLE_START instants) only for a recording started with
+// mark_cycles, and stays as it was once stopped while the run goes on.
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -36,6 +36,7 @@ long file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<long>(st.st_size) : -1;
 }
 
+// The CYCLE slices: how many, the latest one's start and the latest time of any event.
 std::size_t cycle_marks(const TraceFile& trace, double* last_mark, double* last_event) {
   std::size_t marks = 0;
   for (const auto& e : trace.events) {
@@ -48,6 +49,12 @@ std::size_t cycle_marks(const TraceFile& trace, double* last_mark, double* last_
     }
   }
   return marks;
+}
+
+std::size_t cycle_instants(const TraceFile& trace) {
+  std::size_t n = 0;
+  for (const auto& e : trace.events) n += string_field(e, "name") == "CYCLE_START";
+  return n;
 }
 
 }  // namespace
@@ -73,7 +80,9 @@ TEST_CASE("a recording started and stopped at run time holds just those steps") 
   CHECK(row_pid(trace, "rt.before") == -1);
   CHECK(row_pid(trace, "rt.after0") == -1);
   double last_mark = -1, last_event = -1;
-  CHECK(cycle_marks(trace, &last_mark, &last_event) > 0);
+  const std::size_t cycles = cycle_marks(trace, &last_mark, &last_event);
+  CHECK(cycles > 0);
+  CHECK(cycle_instants(trace) == cycles);  // stop ends the last slice: one of each per cycle
   CHECK(last_mark >= 0);
   CHECK(last_mark <= last_event);
   CHECK(run_tool("check " + marked).first == 0);
@@ -88,7 +97,7 @@ TEST_CASE("HOROVOD_TIMELINE=DYNAMIC names no file: nothing is written before sta
   CHECK(file_size("DYNAMIC") == -1);  // in the working directory, where a path would have gone
 }
 
-TEST_CASE("a recording started without mark_cycles has no CYCLE slices") {
+TEST_CASE("a recording started without mark_cycles has no cycle marks") {
   const std::string plain = path_of("runtime_start_plain");
   hvd::start_timeline(plain, /*mark_cycles=*/false);
   for (int i = 0; i < 3; ++i) step("rt.plain" + std::to_string(i));
@@ -99,6 +108,7 @@ TEST_CASE("a recording started without mark_cycles has no CYCLE slices") {
   REQUIRE(check_trace(trace).ok);
   double last_mark = -1, last_event = -1;
   CHECK(cycle_marks(trace, &last_mark, &last_event) == 0);
+  CHECK(cycle_instants(trace) == 0);
   CHECK(summarize_trace(trace).tensors.count("rt.plain2") == 1);
   CHECK(last_event > 0);
   ::unlink(plain.c_str());

@@ -1,7 +1,8 @@
 // `summary` on traces with known figures: phase times, negotiation wait, fusion, errors (op args
 // on the B or the E event), the last rank ready -- only from each rank's own instant in a merged
 // trace, k-th negotiation against k-th, ties for nobody -- the straggler by time lost (current
-// format: complete events, READY and CYCLE slices), and the --top flag.
+// format: complete events, READY and CYCLE slices, CYCLE_START instants), cycles counted once
+// however they are marked, and the --top flag.
 #include <catch2/catch.hpp>
 #include <sstream>
 
@@ -211,12 +212,19 @@ std::string op_run(int rank, double begin, double start, double end) {
          complete("MPI_ALLREDUCE", rank, 2, start, end - start - 0.001);
 }
 
+// How a trace marks its cycles: CYCLE slices, CYCLE_START instants (Horovod's, and older
+// horovodcpp files), or both at each start (what the recorder writes).
+enum class Marks { Slices, Instants, Both };
+
 // Two ranks, 1 ms cycles for 120 ms; rank 0 reports 1.5 ms after rank 1 in three negotiations;
 // with `pause`, rank 1 then reports 21 ms late once and begins the collective 31 ms late.
-std::string two_rank_trace(bool pause) {
+std::string two_rank_trace(bool pause, Marks marks = Marks::Slices) {
   std::string events = group_meta(0, {{2, "w"}}) + "," + group_meta(1, {{2, "w"}});
   for (int rank = 0; rank < 2; ++rank) {
-    for (int j = 0; j < 120; ++j) events += "," + complete("CYCLE", rank, 1, j * 1000.0, 999.999);
+    for (int j = 0; j < 120; ++j) {
+      if (marks != Marks::Slices) events += "," + cycle_mark(rank, j * 1000.0);
+      if (marks != Marks::Instants) events += "," + complete("CYCLE", rank, 1, j * 1000.0, 999.999);
+    }
   }
   for (int k = 0; k < 3; ++k) {
     const double b = k * 25000.0;
@@ -266,4 +274,33 @@ TEST_CASE("the straggler is named by the time the others waited, late reports an
   print_summary(quiet, summarize_trace(quiet), quiet_out);
   CHECK_THAT(quiet_out.str(), Catch::Contains("straggler: none stands out"));
   ::unlink(path.c_str());
+}
+
+TEST_CASE("a cycle marked by both its CYCLE slice and a CYCLE_START instant counts once") {
+  // The same figures whichever way the cycles are marked: 120 per rank, a 1 ms period, the same
+  // waits, last places and straggler (counted twice, half the gaps between starts would be 0).
+  const auto summary_of = [](Marks marks) {
+    const TraceFile trace = read_trace_text(two_rank_trace(true, marks), "marks.json");
+    REQUIRE(check_trace(trace).ok);
+    return summarize_trace(trace);
+  };
+  const TraceSummary slices = summary_of(Marks::Slices);
+  CHECK(slices.cycles == 240);
+  CHECK(slices.last_ready.by_cycle == 4);
+  CHECK(slices.last_ready.cycle_us == Approx(1000));
+  CHECK(straggler_verdict(slices.last_ready).rank == 1);
+  for (Marks marks : {Marks::Instants, Marks::Both}) {
+    INFO("marks " << static_cast<int>(marks));
+    const TraceSummary s = summary_of(marks);
+    const LastReadyStats& r = s.last_ready;
+    CHECK(s.cycles == slices.cycles);
+    CHECK(r.negotiations == slices.last_ready.negotiations);
+    CHECK(r.by_cycle == slices.last_ready.by_cycle);
+    CHECK(r.ties == slices.last_ready.ties);
+    CHECK(r.last == slices.last_ready.last);
+    CHECK(r.cycle_us == Approx(slices.last_ready.cycle_us));
+    CHECK(r.lost_us == slices.last_ready.lost_us);
+    CHECK(r.late_entry_us == slices.last_ready.late_entry_us);
+    CHECK(straggler_verdict(r).rank == 1);
+  }
 }

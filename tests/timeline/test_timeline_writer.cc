@@ -1,12 +1,14 @@
 // The recorder through its own API: the event sequences the core produces for unfused and fused
 // allreduce and for an error response, QUEUE and activity switches, the file being valid JSON
-// after every flush, what a killed process leaves, start/stop and concurrent callers. (Bounds,
+// after every flush and written soon after an op, what a killed process leaves, start/stop and
+// concurrent callers. (Bounds,
 // row ids and the writer thread: test_timeline_bounds.cc.)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -345,7 +347,7 @@ TEST_CASE("a symlink where the timeline goes is refused, naming the path; its ta
   ::unlink(target.c_str());
 }
 
-TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
+TEST_CASE("a CYCLE slice and a CYCLE_START instant per background cycle, only with mark_cycles") {
   for (bool mark : {false, true}) {
     const std::string path = temp_path("cycles");
     Timeline t;
@@ -353,14 +355,51 @@ TEST_CASE("CYCLE slices, one per background cycle, only with mark_cycles") {
     for (int i = 0; i < 5; ++i) t.mark_cycle_start();
     t.stop();  // ends the last cycle
     const TraceFile trace = read_checked(path);
-    CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));
-    // Back to back on the runtime's row: each ends where the next begins.
-    const Seq cycle = {"B CYCLE", "E CYCLE"};
+    CHECK(summarize_trace(trace).cycles == (mark ? 5u : 0u));  // each cycle once, not twice
+    // Back to back on the runtime's row: each ends where the next begins; Horovod's instant
+    // marks each start.
+    const Seq cycle = {"i CYCLE_START", "B CYCLE", "E CYCLE"};
     Seq expected;
     for (int i = 0; mark && i < 5; ++i) expected.insert(expected.end(), cycle.begin(), cycle.end());
     CHECK(row_sequence(trace, 1) == expected);
+    // The instant is Horovod's global one, at the very time its slice begins.
+    std::vector<double> instants, slices;
+    for (const auto& e : trace.events) {
+      if (string_field(e, "name") == "CYCLE_START") {
+        CHECK(string_field(e, "ph") == "i");
+        CHECK(string_field(e, "s") == "g");
+        instants.push_back(*number_field(e, "ts"));
+      }
+      if (string_field(e, "name") == "CYCLE") slices.push_back(*number_field(e, "ts"));
+    }
+    CHECK(instants == slices);
+    CHECK(instants.size() == (mark ? 5u : 0u));
     ::unlink(path.c_str());
   }
+}
+
+TEST_CASE("an op reaches the file well within the 0.1 s Horovod's test_timeline.py waits for it") {
+  // That test (like a user tailing the file) reads 0.1 s after its allreduce returns. The writer
+  // writes every flush_interval, counted from its last write: an op recorded just after one must
+  // not wait a whole 0.1 s for the next. Just after start() is just after the first wait began.
+  const std::string path = temp_path("latency");
+  Timeline t;  // the default flush_interval
+  t.start(path, 0, true);
+  t.mark_cycle_start();
+  record_unfused(t, "allreduce.test_allreduce", {0});
+  const auto recorded = std::chrono::steady_clock::now();
+  while (file_text(path).find("allreduce.test_allreduce") == std::string::npos &&
+         std::chrono::steady_clock::now() - recorded < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto latency = std::chrono::steady_clock::now() - recorded;
+  CHECK(latency < std::chrono::milliseconds(90));
+  const std::string text = file_text(path);
+  for (const char* name : {"NEGOTIATE_ALLREDUCE", "\"ALLREDUCE\"", "CYCLE_START"}) {
+    CHECK(text.find(name) != std::string::npos);
+  }
+  t.stop();
+  ::unlink(path.c_str());
 }
 
 TEST_CASE("background and finalizer threads may record at the same time") {

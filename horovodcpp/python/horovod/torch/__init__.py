@@ -25,3 +25,8 @@ from horovod.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, M
                                    sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer
 from horovod.torch.sync_batch_norm import SyncBatchNorm
+
+
+def _check_has_gpu():
+    """Whether PyTorch sees a GPU (what horovod.common.util.gpu_available('torch') asks)."""
+    return torch.cuda.is_available()
