@@ -6,13 +6,10 @@
 # directory. Needs root, `ip netns` and `unshare`; otherwise exits 77 (ctest SKIP).
 HVDRUN=$1 TRAIN=$2
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common/netns_hosts.sh"
 HVD_CMD_LIMIT=200
 
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
-if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP: 'ip netns' is not available (install iproute2)"; exit 77
-fi
-if ! command -v unshare >/dev/null; then echo "SKIP: 'unshare' is not available (util-linux)"; exit 77; fi
+require_netns
 
 NS_A=hvdeA-$$ NS_B=hvdeB-$$
 IP_A=10.214.0.1 IP_B=10.214.0.2 SUBNET=10.214.0.0/24
@@ -30,12 +27,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 setup() {
-  ip netns add "$NS_A" && ip netns add "$NS_B" &&
-    ip link add "hea$$" type veth peer name "heb$$" &&
-    ip link set "hea$$" netns "$NS_A" && ip link set "heb$$" netns "$NS_B" &&
-    ip -n "$NS_A" addr add $IP_A/24 dev "hea$$" && ip -n "$NS_B" addr add $IP_B/24 dev "heb$$" &&
-    ip -n "$NS_A" link set lo up && ip -n "$NS_B" link set lo up &&
-    ip -n "$NS_A" link set "hea$$" up && ip -n "$NS_B" link set "heb$$" up &&
+  link_namespaces "$NS_A" "$NS_B" "hea$$" "heb$$" $IP_A $IP_B &&
     # A keeps an address in the subnet once B (and with it the veth pair) is gone.
     ip link add "hec$$" type veth peer name "hed$$" &&
     ip link set "hec$$" netns "$NS_A" && ip link set "hed$$" netns "$NS_A" &&

@@ -8,12 +8,9 @@
 # Needs root, `ip netns` and `unshare`; otherwise exits 77 (ctest SKIP).
 HVDRUN=$1 RANK_PROGRAM=$2
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common/netns_hosts.sh"
 
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
-if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP: 'ip netns' is not available (install iproute2)"; exit 77
-fi
-if ! command -v unshare >/dev/null; then echo "SKIP: 'unshare' is not available (util-linux)"; exit 77; fi
+require_netns
 
 NS_A=hvdA-$$ NS_B=hvdB-$$
 IP_A=10.213.0.1 IP_B=10.213.0.2 SUBNET=10.213.0.0/24
@@ -27,12 +24,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 setup() {
-  ip netns add "$NS_A" && ip netns add "$NS_B" &&
-    ip link add "hva$$" type veth peer name "hvb$$" &&
-    ip link set "hva$$" netns "$NS_A" && ip link set "hvb$$" netns "$NS_B" &&
-    ip -n "$NS_A" addr add $IP_A/24 dev "hva$$" && ip -n "$NS_B" addr add $IP_B/24 dev "hvb$$" &&
-    ip -n "$NS_A" link set lo up && ip -n "$NS_B" link set lo up &&
-    ip -n "$NS_A" link set "hva$$" up && ip -n "$NS_B" link set "hvb$$" up
+  link_namespaces "$NS_A" "$NS_B" "hva$$" "hvb$$" $IP_A $IP_B
 }
 if ! setup 2>"$TMP/setup_err"; then
   echo "SKIP: cannot build the namespaces here: $(cat "$TMP/setup_err")"; exit 77

@@ -8,13 +8,10 @@
 PYTHON=$1
 export PYTHONPATH=$2
 source "$(dirname "$0")/../launcher/common.sh"
+source "$(dirname "$0")/../common/netns_hosts.sh"
 CALLER="$(cd "$(dirname "$0")" && pwd)/two_hosts_caller.py"
 
-if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root to create network namespaces"; exit 77; fi
-if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
-  echo "SKIP: 'ip netns' is not available (install iproute2)"; exit 77
-fi
-if ! command -v unshare >/dev/null; then echo "SKIP: 'unshare' is not available (util-linux)"; exit 77; fi
+require_netns
 
 NS_A=hrunA-$$ NS_B=hrunB-$$ IP_A=10.213.0.1 IP_B=10.213.0.2
 cleanup() {
@@ -26,12 +23,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 setup() {
-  ip netns add "$NS_A" && ip netns add "$NS_B" &&
-    ip link add "hra$$" type veth peer name "hrb$$" &&
-    ip link set "hra$$" netns "$NS_A" && ip link set "hrb$$" netns "$NS_B" &&
-    ip -n "$NS_A" addr add $IP_A/24 dev "hra$$" && ip -n "$NS_B" addr add $IP_B/24 dev "hrb$$" &&
-    ip -n "$NS_A" link set lo up && ip -n "$NS_B" link set lo up &&
-    ip -n "$NS_A" link set "hra$$" up && ip -n "$NS_B" link set "hrb$$" up
+  link_namespaces "$NS_A" "$NS_B" "hra$$" "hrb$$" $IP_A $IP_B
 }
 if ! setup 2>"$TMP/setup_err"; then
   echo "SKIP: cannot build the namespaces here: $(cat "$TMP/setup_err")"; exit 77
