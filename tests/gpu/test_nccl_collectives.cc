@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/common/adasum_reference.h"
 #include "tests/common/rank_reduction.h"
 #include "tests/common/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -47,6 +48,24 @@ test::DeviceTensorPtr device_tensor(DataType dtype, TensorShape shape, const std
 
 std::string label(const char* op, DataType dtype, ReduceOp reduce, std::int64_t n) {
   return std::string(op) + "." + dtype_name(dtype) + "." + reduce_op_name(reduce) + "." + std::to_string(n);
+}
+
+// How this job reduces device Adasum (Note [Adasum of device tensors averages within the node]):
+// NcclAdasum averages each node's `group` consecutive ranks first, unless
+// HOROVOD_GPU_OPERATIONS=mpi or one rank per node stages every rank as a participant.
+struct AdasumPath {
+  bool gpu_mpi;       // HOROVOD_GPU_OPERATIONS=mpi
+  bool on_nccl;       // NcclAdasum, else the staged op
+  int group;          // ranks averaged before Adasum
+  int participants;   // what Adasum combines: nodes, or ranks when staged
+};
+
+AdasumPath adasum_path() {
+  const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
+  const bool gpu_mpi = operations != nullptr && std::string(operations) == "mpi";
+  const bool on_nccl = !gpu_mpi && local_size() > 1;
+  const int group = on_nccl ? local_size() : 1;
+  return {gpu_mpi, on_nccl, group, size() / group};
 }
 
 }  // namespace
@@ -189,17 +208,14 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
   // [Adasum of device tensors averages within the node]; the timeline shows which op ran. With
   // HOROVOD_GPU_OPERATIONS=nccl the same as unset.
   const int size = hvd::size(), me = rank();
-  const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
-  const bool gpu_mpi = operations != nullptr && std::string(operations) == "mpi";
-  const bool on_nccl = !gpu_mpi && local_size() > 1;  // NcclAdasum (nccl_adasum.cc), else staged
-  const double denominator = gpu_mpi ? 1.0 : hvd::local_size();
+  const auto [gpu_mpi, on_nccl, group, participants] = adasum_path();
+  const double denominator = group;
   const std::string path = "adasum_timeline_np" + std::to_string(size) + "_local" + std::to_string(local_size()) +
                            (gpu_mpi ? "_mpi" : "") + (std::getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") ? "_h" : "") +
                            ".json";
-  // Adasum pairs its participants (the nodes, or every rank when staged): a number that is not a
-  // power of two fails on every rank, naming the tensors, and the job goes on.
-  const int participants = on_nccl ? cross_size() : size;
-  if ((participants & (participants - 1)) != 0) {
+  // Adasum pairs its participants: a number that is not a power of two fails on every rank,
+  // naming the tensors, and the job goes on.
+  if (!test::power_of_two(participants)) {
     auto t = device_tensor(DataType::Float32, {5}, std::vector<double>(5, me + 1.0));
     try {
       allreduce_async(t, t, {ReduceOp::Adasum, "adasum.refused"}).wait();
@@ -495,12 +511,9 @@ TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") 
     SUCCEED("a joined rank needs a peer that does not join");
     return;
   }
-  const char* operations = std::getenv("HOROVOD_GPU_OPERATIONS");
-  const bool on_nccl = !(operations != nullptr && std::string(operations) == "mpi") && local_size() > 1;
-  const int group = on_nccl ? local_size() : 1;  // ranks averaged before Adasum (consecutive)
-  const int participants = n / group;
-  if ((participants & (participants - 1)) != 0) {
-    SUCCEED("Adasum over " << participants << " participants is refused (the case above)");
+  const AdasumPath adasum = adasum_path();
+  if (!test::power_of_two(adasum.participants)) {
+    SUCCEED("Adasum over " << adasum.participants << " participants is refused (the case above)");
     return;
   }
   const std::int64_t count = 6;
@@ -510,28 +523,15 @@ TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") 
       for (std::int64_t i = 0; i < count; ++i) v[i] = (r + 1.0) * ((i + r) % 3 + 1.0);
     return v;
   };
-  // The reference: each group's average, then Adasum over the groups as a tree of neighbours.
-  std::vector<std::vector<double>> level;
-  for (int g = 0; g < participants; ++g) {
+  // The reference: each group's average, then Adasum over the groups.
+  std::vector<std::vector<double>> averages;
+  for (int g = 0; g < adasum.participants; ++g) {
     std::vector<double> average(count, 0.0);
-    for (int r = g * group; r < (g + 1) * group; ++r) {
+    for (int r = g * adasum.group; r < (g + 1) * adasum.group; ++r) {
       const auto v = contribution(r);
-      for (std::int64_t i = 0; i < count; ++i) average[i] += v[i] / group;
+      for (std::int64_t i = 0; i < count; ++i) average[i] += v[i] / adasum.group;
     }
-    level.push_back(average);
-  }
-  auto adasum = [&](const std::vector<double>& a, const std::vector<double>& b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (std::int64_t i = 0; i < count; ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
-    const double ca = aa == 0 ? 1 : 1 - ab / (2 * aa), cb = bb == 0 ? 1 : 1 - ab / (2 * bb);
-    std::vector<double> out(count);
-    for (std::int64_t i = 0; i < count; ++i) out[i] = ca * a[i] + cb * b[i];
-    return out;
-  };
-  while (level.size() > 1) {
-    std::vector<std::vector<double>> next;
-    for (std::size_t j = 0; j < level.size(); j += 2) next.push_back(adasum(level[j], level[j + 1]));
-    level = next;
+    averages.push_back(average);
   }
   // Every rank's communicators exist before rank 0 joins.
   auto warm = device_tensor(DataType::Float32, {count}, std::vector<double>(count, 1.0));
@@ -542,7 +542,7 @@ TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") 
   }
   auto t = device_tensor(DataType::Float32, {count}, contribution(me));
   allreduce_async(t, t, {ReduceOp::Adasum, "adasum.join"}).wait();
-  check_close(t->download(), level.front(), DataType::Float32, "Adasum beside a joined rank");
+  check_close(t->download(), test::adasum_tree(averages), DataType::Float32, "Adasum beside a joined rank");
   join();
 }
 

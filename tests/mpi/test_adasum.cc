@@ -1,10 +1,10 @@
 // Adasum on host memory against closed forms: orthogonal vectors add up, parallel ones average,
 // any two combine as (1 - a.b/2|a|^2) a + (1 - a.b/2|b|^2) b, and more ranks combine pairwise up
-// a binary tree (computed here on whole vectors in double, independently of the runtime's
-// halving). Every floating dtype, fused tensors each with its own dot products, scale factors,
-// process sets, identical results on every rank, and the refusals (integers, reducescatter, a
-// number of ranks that is not a power of two), each leaving the runtime usable. ctest runs it at
-// np=1, 2, 3 and 4, and with fusion off.
+// a binary tree (tests/common/adasum_reference.h: on whole vectors in double, independently of
+// the runtime's halving). Every floating dtype, fused tensors each with its own dot products,
+// scale factors, process sets, identical results on every rank, and the refusals (integers,
+// reducescatter, a number of ranks that is not a power of two), each leaving the runtime usable.
+// ctest runs it at np=1, 2, 3 and 4, and with fusion off.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,16 +13,18 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tests/common/adasum_reference.h"
 
 using namespace hvd;
+using hvd::test::adasum_combine;
+using hvd::test::adasum_tree;
 using hvd::test::filled;
+using hvd::test::power_of_two;
 using hvd::test::read_as_double;
 
 namespace {
 
 using Vector = std::vector<double>;
-
-bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 
 // Rank r's vector for tensor `k` of length n: deterministic, different per rank and tensor.
 Vector contribution(int r, int k, std::int64_t n) {
@@ -30,22 +32,6 @@ Vector contribution(int r, int k, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i)
     v[static_cast<std::size_t>(i)] = std::sin(1.3 * (i + 1) + 0.7 * r + 2.1 * k) + 0.25 * ((r + i) % 3);
   return v;
-}
-
-Vector combine(const Vector& a, const Vector& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
-  const double ca = aa > 0 ? 1 - ab / (2 * aa) : 1, cb = bb > 0 ? 1 - ab / (2 * bb) : 1;
-  Vector out(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = ca * a[i] + cb * b[i];
-  return out;
-}
-
-// Adasum of vs[lo, hi): the left half's result combined with the right half's.
-Vector tree(const std::vector<Vector>& vs, std::size_t lo, std::size_t hi) {
-  if (hi - lo == 1) return vs[lo];
-  const std::size_t mid = lo + (hi - lo) / 2;
-  return combine(tree(vs, lo, mid), tree(vs, mid, hi));
 }
 
 std::shared_ptr<HostTensor> tensor_of(DataType dtype, const Vector& v) {
@@ -135,7 +121,7 @@ TEST_CASE("Adasum: general vectors combine pairwise up the tree of ranks, fused 
     for (std::size_t k = 0; k < lengths.size(); ++k) {
       std::vector<Vector> inputs;
       for (int r = 0; r < size; ++r) inputs.push_back(rounded(dtype, contribution(r, static_cast<int>(k), lengths[k])));
-      check_close(*tensors[k], tree(inputs, 0, inputs.size()), dtype, "tensor " + std::to_string(k));
+      check_close(*tensors[k], adasum_tree(inputs), dtype, "tensor " + std::to_string(k));
       check_same_on_every_rank(tensors[k], "adasum.same." + d + "." + std::to_string(k));
     }
   }
@@ -154,7 +140,7 @@ TEST_CASE("Adasum: prescale before, postscale after, and out of place", "[adasum
     for (double& x : v) x *= 0.5;
     inputs.push_back(v);
   }
-  Vector want = tree(inputs, 0, inputs.size());
+  Vector want = adasum_tree(inputs);
   for (double& x : want) x *= 3.0;
   check_close(*out, want, DataType::Float64, "scaled");
   check_close(*in, contribution(rank, 9, 50), DataType::Float64, "the input, untouched");
@@ -169,7 +155,7 @@ TEST_CASE("Adasum within a process set", "[adasum][sets]") {
   if (pair.included()) {
     auto t = tensor_of(DataType::Float64, contribution(rank, 4, 21));
     allreduce_async(t, t, {ReduceOp::Adasum, "adasum.pair", 1.0, 1.0, pair}).wait();
-    check_close(*t, combine(contribution(1, 4, 21), contribution(3, 4, 21)), DataType::Float64, "pair");
+    check_close(*t, adasum_combine(contribution(1, 4, 21), contribution(3, 4, 21)), DataType::Float64, "pair");
   }
   if (three.included()) {
     auto t = tensor_of(DataType::Float32, contribution(rank, 5, 8));
