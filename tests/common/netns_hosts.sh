@@ -22,3 +22,13 @@ link_namespaces() {
     ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
     ip -n "$ns_a" link set "$veth_a" up && ip -n "$ns_b" link set "$veth_b" up
 }
+
+# unlink_namespaces NS_A NS_B VETH_A: removes what link_namespaces made, as far as it got (for an
+# EXIT trap): deleting a namespace deletes its end of the veth pair; VETH_A is deleted only if
+# the pair never moved into a namespace.
+unlink_namespaces() {
+  ip netns del "$1" 2>/dev/null
+  ip netns del "$2" 2>/dev/null
+  ip link del "$3" 2>/dev/null
+  return 0
+}

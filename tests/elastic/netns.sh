@@ -17,9 +17,7 @@ kill_namespace() { local p; for p in $(ip netns pids "$1" 2>/dev/null); do kill 
 cleanup() {
   kill_namespace "$NS_A"
   kill_namespace "$NS_B"
-  ip netns del "$NS_A" 2>/dev/null
-  ip netns del "$NS_B" 2>/dev/null
-  ip link del "hea$$" 2>/dev/null
+  unlink_namespaces "$NS_A" "$NS_B" "hea$$"
   ip link del "hec$$" 2>/dev/null
   rm -rf "$TMP"
 }

@@ -15,18 +15,13 @@ require_netns
 NS_A=hvdA-$$ NS_B=hvdB-$$
 IP_A=10.213.0.1 IP_B=10.213.0.2 SUBNET=10.213.0.0/24
 cleanup() {
-  ip netns del "$NS_A" 2>/dev/null   # deleting a namespace deletes its end of the veth pair
-  ip netns del "$NS_B" 2>/dev/null
-  ip link del "hva$$" 2>/dev/null    # only if the pair never moved into a namespace
+  unlink_namespaces "$NS_A" "$NS_B" "hva$$"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-setup() {
-  link_namespaces "$NS_A" "$NS_B" "hva$$" "hvb$$" $IP_A $IP_B
-}
-if ! setup 2>"$TMP/setup_err"; then
+if ! link_namespaces "$NS_A" "$NS_B" "hva$$" "hvb$$" $IP_A $IP_B 2>"$TMP/setup_err"; then
   echo "SKIP: cannot build the namespaces here: $(cat "$TMP/setup_err")"; exit 77
 fi
 
