@@ -119,6 +119,20 @@ def test_env_is_the_ranks_environment(monkeypatch):
     assert run(seen, num_proc=2, env=env) == [(None, 'given')] * 2
 
 
+def test_knobs_reach_the_ranks():
+    # The extension keywords become hvdrun's flags; False overrides the caller's environment.
+    names = ('HOROVOD_FUSION_THRESHOLD', 'HOROVOD_CYCLE_TIME', 'HOROVOD_HIERARCHICAL_ALLREDUCE',
+             'HOROVOD_TIMELINE_ALL_RANKS', 'HOROVOD_DYNAMIC_PROCESS_SETS')
+
+    def knobs():
+        return [os.environ.get(name) for name in names]
+
+    env = dict(os.environ, HOROVOD_HIERARCHICAL_ALLREDUCE='1', HOROVOD_TIMELINE_ALL_RANKS='1')
+    assert run(knobs, num_proc=1, env=env, fusion_threshold_mb=32, cycle_time_ms=3,
+               hierarchical_allreduce=False, timeline_all_ranks=False,
+               dynamic_process_sets=True) == [[str(32 * 1024 * 1024), '3', '0', '0', '1']]
+
+
 def test_large_function_and_result():
     # Over the payload's limit in the environment: it travels as a file of this host.
     blob = bytes(range(256)) * 4096
