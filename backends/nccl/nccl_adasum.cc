@@ -101,6 +101,7 @@ class NcclAdasum final : public NcclOp {
     World& world = nccl_.world();
     std::string error;
     if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the node's average: " + error);
+    nccl_.abort_before_host_step(entries, name_, launch);
     Timeline& timeline = nccl_.op_context().timeline;
     for (const auto& e : entries) timeline.activity_end(e.name);  // the stream has run the average
 

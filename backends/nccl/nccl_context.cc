@@ -248,11 +248,20 @@ void NcclContext::start_activity(const std::vector<TensorTableEntry>& entries, c
   for (const auto& entry : entries) context_.timeline.activity_start(entry.name, activity);
 }
 
-Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch) {
-  PendingGpuWork work;
+std::string NcclContext::label(const std::vector<TensorTableEntry>& entries, const char* op_name) const {
   std::string names;
   for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
-  work.label = std::string("NCCL ") + op_name + " of [" + names + "] on rank " + std::to_string(world_.rank());
+  return std::string("NCCL ") + op_name + " of [" + names + "] on rank " + std::to_string(world_.rank());
+}
+
+void NcclContext::abort_before_host_step(const std::vector<TensorTableEntry>& entries, const char* op_name,
+                                         const Launch& launch) {
+  if (launch.shared_failure()) abort_all(label(entries, op_name) + " failed: " + launch.error());
+}
+
+Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch) {
+  PendingGpuWork work;
+  work.label = label(entries, op_name);
   work.error = launch.error();
   cudaError_t recorded = cudaErrorInvalidResourceHandle;
   try {

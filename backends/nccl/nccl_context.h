@@ -85,6 +85,12 @@ class NcclContext {
   // if any (aborting the communicators when it concerns every rank); returns InProgress. See
   // Note [Errors after NCCL work was enqueued].
   Status finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch);
+  // Before a host step that every rank joins (hierarchical allreduce, device Adasum across
+  // nodes): a failure of this rank's NCCL part that concerns its peers aborts the communicators
+  // now rather than in finish_async(). A node peer may be waiting in a collective for this rank;
+  // the abort ends its wait, so it reaches the host step too instead of each waiting for the other.
+  void abort_before_host_step(const std::vector<TensorTableEntry>& entries, const char* op_name,
+                              const Launch& launch);
   // Aborts every communicator; later ops fail at once with `why`. Caller holds use().
   void abort_all(const std::string& why);
 
@@ -95,6 +101,7 @@ class NcclContext {
   void forget(const Communicator& group);
 
  private:
+  std::string label(const std::vector<TensorTableEntry>& entries, const char* op_name) const;
   ncclComm_t comm_for(const Communicator& group);  // created on first use
   ncclComm_t create_comm(const Communicator& group);
   // Finalizes within the bound and destroys; aborts instead after an error or the bound.

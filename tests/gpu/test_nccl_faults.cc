@@ -9,7 +9,11 @@
 //               stream write memory the caller got back; a kernel that fails before the collective
 //               fails every rank (the communicators are aborted), one after it only its own rank;
 //   [arguments] host memory behind a device tensor is refused by NCCL on every rank;
-//   [shutdown]  hvd::shutdown() is bounded when a peer never finalizes its communicators.
+//   [shutdown]  hvd::shutdown() is bounded when a peer never finalizes its communicators;
+//   [nodes-adasum], [nodes-hierarchical]  (2 nodes x 2 ranks) a rank whose node step fails makes
+//               the operation fail on the other node's ranks too, whose own node step succeeded:
+//               the ops' host step agrees on the outcome, so no rank returns a result that
+//               another node's garbage went into.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -208,6 +212,65 @@ TEST_CASE("host memory behind a device tensor is refused on every rank", "[argum
   REQUIRE(message.find("arguments.host") != std::string::npos);
   REQUIRE(message.find("invalid argument") != std::string::npos);
   REQUIRE(message.find("host memory") != std::string::npos);
+}
+
+// Whether this rank is on the node of `failing_rank` (HVD_TEST_FAKE_LOCAL_SIZE: consecutive ranks).
+bool on_failing_node(int failing_rank) { return rank() / local_size() == failing_rank / local_size(); }
+
+// Every rank aborted its communicators: a later GPU collective fails at once, saying why.
+void expect_aborted() {
+  auto later = device_values(8, 1);
+  const std::string again = error_of(allreduce_async(later, later, {ReduceOp::Sum, "nodes.later"}));
+  INFO(again);
+  REQUIRE(again.find("aborted") != std::string::npos);
+}
+
+// Rank 3's node average never completes (its communicator reports an error): ranks 0 and 1
+// averaged their node's vectors fine, and would otherwise have combined them with rank 3's node's
+// stale staging buffer and returned that.
+TEST_CASE("device Adasum fails on every node when one node's average fails", "[nodes-adasum]") {
+  REQUIRE(local_size() == 2);
+  REQUIRE(size() == 4);
+  warm_up();
+  const int failing = 3;
+  if (rank() == failing) emu::inject_async_error(1, ncclSystemError);
+  auto t = device_values(48, rank() + 1);
+  const auto start = Clock::now();
+  const std::string message = error_of(allreduce_async(t, t, {ReduceOp::Adasum, "nodes.adasum"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  REQUIRE(message.find("nodes.adasum") != std::string::npos);
+  if (rank() == failing) {
+    REQUIRE(message.find("unhandled system error") != std::string::npos);
+  } else if (!on_failing_node(failing)) {
+    REQUIRE(message.find("another rank failed its part of the node's average") != std::string::npos);
+  }
+  expect_aborted();
+}
+
+// Rank 0's copy into the fusion buffer fails before the intra-node reduce-scatter: ranks 2 and 3
+// reduced and exchanged fine, and would otherwise have gathered a cross-node sum with rank 0's
+// node's garbage in it.
+TEST_CASE("hierarchical allreduce fails on every node when one node's reduce-scatter fails",
+          "[nodes-hierarchical]") {
+  REQUIRE(local_size() == 2);
+  REQUIRE(size() == 4);
+  warm_up();
+  const int failing = 0;
+  if (rank() == failing) emu::fail_kernel_launch(1, cudaErrorLaunchOutOfResources);
+  std::vector<TensorPtr> tensors = {device_values(10, rank() + 1), device_values(21, rank() + 1)};
+  const auto start = Clock::now();
+  const std::string message =
+      error_of(grouped_allreduce_async(tensors, tensors, {ReduceOp::Sum, "nodes.hierarchical"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  REQUIRE(message.find("nodes.hierarchical") != std::string::npos);
+  if (rank() == failing) {
+    REQUIRE(message.find("cudaErrorLaunchOutOfResources") != std::string::npos);
+  } else if (!on_failing_node(failing)) {
+    REQUIRE(message.find("another rank failed its part of the hierarchical allreduce") != std::string::npos);
+  }
+  expect_aborted();
 }
 
 TEST_CASE("shutdown is bounded when a peer never finalizes its communicators", "[shutdown]") {
