@@ -66,8 +66,9 @@ ncclComm_t NcclContext::create_comm(const Communicator& group) {
   ncclComm_t comm = nullptr;
   const ncclResult_t started = ncclCommInitRankConfig(&comm, group.size(), id, group.rank(), &config);
   if (started != ncclSuccess && started != ncclInProgress) {
+    const std::string why = nccl_error_message(started, "ncclCommInitRankConfig", comm);
     if (comm != nullptr) ncclCommAbort(comm);
-    check_nccl(started, "ncclCommInitRankConfig");
+    throw NcclGroupFailure(why);
   }
   const ncclResult_t state = settle(comm);
   if (state == ncclSuccess) return comm;
@@ -77,7 +78,7 @@ ncclComm_t NcclContext::create_comm(const Communicator& group) {
                 seconds(start_timeout()) + ": a rank of the group did not reach it (stopped, or busy elsewhere)"
           : nccl_error_message(state, ("creating the NCCL communicator of " + describe_group(group)).c_str(), comm);
   ncclCommAbort(comm);
-  throw NcclFailure(why);
+  throw NcclGroupFailure(why);
 }
 
 ncclComm_t NcclContext::comm_for(const Communicator& group) {

@@ -1,6 +1,6 @@
 // Turns CUDA and NCCL return codes into exceptions that carry the library's own message. Thrown
-// only inside the NCCL backend; every op's execute() catches them and returns Status::error, so
-// nothing crosses the background-thread boundary. Stateless; any thread.
+// only inside the NCCL backend, by an op's plan (see Note [Errors after NCCL work was enqueued]).
+// Stateless; any thread.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,10 +11,21 @@
 
 namespace hvd::detail {
 
-// A CUDA or NCCL call failed; what() is the full message.
+// A CUDA or NCCL call failed; what() is the full message. It may be this rank's alone (an output
+// that could not be allocated here), so an op's execute() lets it through and the rank stops the
+// job (Note [An exception in the executor stops every rank]): its peers may already wait in the
+// op's collective, and a later collective of this rank would pair with theirs.
 class NcclFailure : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A failure every rank of the group meets alike, at the same point of the agreed response order:
+// creating the group's communicator (every rank that arrived fails it; the next op tries again).
+// execute() returns it as the op's Status, and the job goes on.
+class NcclGroupFailure : public NcclFailure {
+ public:
+  using NcclFailure::NcclFailure;
 };
 
 // Throws NcclFailure "<what>: CUDA error <name>: <cudaGetErrorString>".

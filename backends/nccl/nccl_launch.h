@@ -6,7 +6,10 @@
 // Note [Errors after NCCL work was enqueued]
 // An op runs in two phases. Its plan (the communicator, output allocation, split exchange, the
 // fusion buffer, the waits for input and output events) may throw: nothing that writes a tensor
-// is on the stream yet, so execute() can return the error at once. From the first launch on,
+// is on the stream yet, so the error can end the op at once. Only a failure to create the
+// communicator is the same on every rank (NcclGroupFailure: the op fails, the job goes on); any
+// other may be this rank's alone while its peers wait in the collective, so it stops the job
+// (nccl_errors.h). From the first launch on,
 // returning early would let the runtime complete the handles while the stream still reads and
 // writes the tensors (the caller frees or reuses them), and would leave this rank's collectives
 // short of its peers'. So the enqueue phase records its first failure and stops issuing work; the

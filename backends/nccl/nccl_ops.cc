@@ -106,9 +106,10 @@ Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& r
   }
   try {
     return run(entries, response, group);
-  } catch (const std::exception& e) {  // the plan only: nothing was enqueued
+  } catch (const NcclGroupFailure& e) {  // the plan only, and every rank of the group alike
     return Status::error(std::string("NCCL ") + name_ + " of [" + names + "] failed: " + e.what());
   }
+  // Any other exception of the plan may be this rank's alone: it stops the job (nccl_errors.h).
 }
 
 std::int64_t row_elements(const TensorShape& shape) {

@@ -45,16 +45,10 @@ class StagedMpiOp final : public CollectiveOp {
            !adasum_averages_within_node(response, group, context_);
   }
 
+  // An exception before the MPI op may be this rank's alone while its peers wait in the MPI
+  // collective: it goes through and stops the job (nccl_errors.h). After the MPI op the peers are
+  // done, and a failure concerns this rank's outputs only.
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
-    try {
-      return stage(entries, response, group);
-    } catch (const std::exception& e) {
-      return Status::error(std::string("staging device tensors through host memory for MPI: ") + e.what());
-    }
-  }
-
- private:
-  Status stage(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) {
     int device = -1;
     for (const auto& e : entries)
       if (e.input && e.input->device() != kCpuDevice) device = e.input->device();
@@ -67,9 +61,15 @@ class StagedMpiOp final : public CollectiveOp {
     Status status = run_mpi_op_on_host(registry_, host, host_response, group);
     if (!status.is_ok()) return status;  // the device tensors are untouched
 
-    for (std::size_t i = 0; i < entries.size(); ++i) to_device(entries[i], host[i], device);
+    try {
+      for (std::size_t i = 0; i < entries.size(); ++i) to_device(entries[i], host[i], device);
+    } catch (const std::exception& e) {
+      return Status::error(std::string("copying the MPI op's results back to the device: ") + e.what());
+    }
     return Status::ok();
   }
+
+ private:
 
   // A host twin of the entry: its input copied once ready, an output where the op writes one.
   TensorTableEntry to_host(TensorTableEntry& e) {

@@ -5,11 +5,15 @@
 //               later ones, instead of leaving the peers waiting forever;
 //   [init]      a rank that never reaches a communicator's creation fails it on every rank within
 //               HOROVOD_START_TIMEOUT; the next operation creates it again and works;
-//   [enqueue]   an operation that fails after part of it could have been enqueued never lets the
-//               stream write memory the caller got back; a kernel that fails before the collective
-//               fails every rank (the communicators are aborted), one after it only its own rank;
+//   [enqueue]   a kernel that fails after the collective fails only its own rank's operation;
+//   [enqueue-abort] one that fails before it fails every rank (the communicators are aborted);
 //   [arguments] host memory behind a device tensor is refused by NCCL on every rank;
 //   [shutdown]  hvd::shutdown() is bounded when a peer never finalizes its communicators;
+//   [plan], [plan-memory], [device]  a plan that fails (an output allocator that throws on one
+//               rank or on every rank, a tensor on another device on one rank) stops the job on
+//               every rank within seconds, with the failed rank's reason, and the failed
+//               operation's stream never writes memory the caller got back. These run under
+//               stopped_job.sh: the rank that stops cannot finalize MPI;
 //   [nodes-adasum], [nodes-hierarchical]  (2 nodes x 2 ranks) a rank whose node step fails makes
 //               the operation fail on the other node's ranks too, whose own node step succeeded:
 //               the ops' host step agrees on the outcome, so no rank returns a result that
@@ -19,9 +23,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "emulation_control.h"
+#include "tests/common/rank_markers.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace hvd;
@@ -62,6 +68,21 @@ std::string error_of(Handle handle) {
   }
   FAIL("the operation succeeded on rank " << rank());
   return {};
+}
+
+// The job has stopped (Note [An exception in the executor stops every rank]): the next collective
+// is refused on this rank, naming the operation that stopped it.
+void expect_stopped(const std::string& culprit) {
+  auto t = device_values(16, rank() + 1);
+  try {
+    allreduce_async(t, t, {ReduceOp::Sum, "after.stop"}).wait();
+    FAIL("a collective ran after the job stopped, on rank " << rank());
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    REQUIRE(message.find("stopped") != std::string::npos);
+    REQUIRE(message.find(culprit) != std::string::npos);
+  }
 }
 
 // A tensor that claims a device but whose bytes are host memory (a broken adapter).
@@ -122,8 +143,10 @@ TEST_CASE("a rank that never reaches a communicator's creation fails it on every
 // The second output allocation fails (on every rank) after the first output of the group exists;
 // the inputs are still being produced (~200 ms) when the error comes back. Whatever the failed
 // operation had enqueued must be finished before the caller gets its memory back: here the
-// caller's next tensor reuses the first output's memory from the same stream-ordered pool.
-TEST_CASE("a failed operation's stream never writes memory the caller got back", "[enqueue]") {
+// caller's next tensor reuses the first output's memory from the same stream-ordered pool. An
+// allocator that throws stops the job, as on the host (Note [An exception in the executor stops
+// every rank]): no rank can tell that every rank failed alike.
+TEST_CASE("a failed operation's stream never writes memory the caller got back", "[plan-memory]") {
   warm_up();
   // Before the tensors and handles: they free themselves on these streams.
   const test::OwnedStream owned_pool, owned_producer;
@@ -155,13 +178,7 @@ TEST_CASE("a failed operation's stream never writes memory the caller got back",
   test::check_cuda(cudaStreamSynchronize(producer), "producer");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // anything still queued has run
   REQUIRE(mine->download() == values);
-  // The job goes on.
-  Handle ok = grouped_reducescatter_async(inputs, test::device_allocator(), {ReduceOp::Sum, "enqueue.after"});
-  ok.wait();
-  std::vector<double> want;
-  const double ranks = size() * (size() + 1) / 2.0;
-  for (std::int64_t i = rank() * 64; i < (rank() + 1) * 64; ++i) want.push_back(ranks * (i + 1));
-  REQUIRE(static_cast<DeviceTensor&>(*ok.outputs().at(0)).download() == want);
+  expect_stopped("enqueue.scatter");
 }
 
 TEST_CASE("a kernel that fails after the collective fails only its own rank's operation", "[enqueue]") {
@@ -273,6 +290,52 @@ TEST_CASE("hierarchical allreduce fails on every node when one node's reduce-sca
   expect_aborted();
 }
 
+// Rank 0's output allocator throws in an allgather's plan, before anything is enqueued there,
+// while the other ranks enqueue the collective and wait in it for rank 0. Rank 0 stops the job
+// (Note [An exception in the executor stops every rank]) and the others learn why within
+// seconds; returning the error on rank 0 alone would leave them waiting until the liveness
+// timeout (30 min), and rank 0's next collective would pair with their allgather.
+TEST_CASE("a plan that fails on one rank only stops the job on every rank, saying why", "[plan]") {
+  warm_up();
+  OutputAllocator fails_on_0 = [](DataType dtype, const TensorShape& shape) -> TensorPtr {
+    if (rank() == 0) throw Error("no device memory for the output (injected by the test)");
+    return DeviceTensor::allocate(dtype, shape);
+  };
+  auto in = device_values(16, rank() + 1);
+  const auto start = Clock::now();
+  const std::string message = error_of(allgather_async(in, fails_on_0, {"plan.gather"}));
+  INFO(message);
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  REQUIRE(message.find("plan.gather") != std::string::npos);
+  REQUIRE(message.find("failed on rank 0") != std::string::npos);
+  REQUIRE(message.find("injected by the test") != std::string::npos);
+  expect_stopped("plan.gather");
+}
+
+// Rank 0's tensor is on another device than its communicators (a program that did not pin one
+// device per process): rank 0 stops the job, naming both devices, and its peers, which already
+// wait in the allreduce, learn why.
+TEST_CASE("a tensor on another device than the communicators' stops the job on every rank", "[device]") {
+  if (test::cuda_device_count() < 2) {
+    SUCCEED("needs two devices per process");
+    return;
+  }
+  warm_up();
+  int current = 0;
+  test::check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+  const int other = (current + 1) % test::cuda_device_count();
+  if (rank() == 0) test::check_cuda(cudaSetDevice(other), "cudaSetDevice");
+  auto t = device_values(8, rank() + 1);
+  test::check_cuda(cudaSetDevice(current), "cudaSetDevice");
+  const std::string message = error_of(allreduce_async(t, t, {ReduceOp::Sum, "device.other"}));
+  INFO(message);
+  REQUIRE(message.find("device.other") != std::string::npos);
+  REQUIRE(message.find("failed on rank 0") != std::string::npos);
+  // Rank 0's devices, as main() pinned them: local rank 0 on device 0, its tensor on device 1.
+  REQUIRE(message.find("created on CUDA device 0 but this tensor is on device 1") != std::string::npos);
+  expect_stopped("device.other");
+}
+
 TEST_CASE("shutdown is bounded when a peer never finalizes its communicators", "[shutdown]") {
   warm_up();
   if (rank() == size() - 1) emu::stall_finalize();
@@ -283,7 +346,7 @@ int main(int argc, char** argv) {
   init();
   test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
   const int failed = Catch::Session().run(argc, argv);
-  const int me = rank();
+  const int me = rank(), ranks = size();
   const auto start = Clock::now();
   shutdown();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -291,5 +354,9 @@ int main(int argc, char** argv) {
     std::printf("rank %d: hvd::shutdown() took %.1f s\n", me, seconds);
     if (seconds > 20) return 1;
   }
+  // After a stopped job (stopped_job.sh sets HVD_TEST_DIR) the stopping rank exits without
+  // finalizing MPI, and mpirun then kills the ranks still printing their results.
+  if (const char* dir = std::getenv("HVD_TEST_DIR"))
+    test::mark_and_wait_for_ranks(std::string(dir) + "/left.", me, ranks, std::chrono::seconds(30));
   return failed == 0 ? 0 : 1;
 }
