@@ -179,3 +179,28 @@ def test_refused_before_anything_starts(tmp_path):
     with pytest.raises(TypeError, match="unexpected keyword argument 'fusion_threshold'"):
         run(touch, fusion_threshold=64)
     assert not started.exists()
+
+
+def test_horovods_launcher_entry_point(tmp_path):
+    # Horovod's own tests drive its launcher through _HorovodArgs and launch._run.
+    from horovod.runner import _HorovodArgs
+    from horovod.runner.launch import _run
+
+    args = _HorovodArgs()
+    assert {name: value for name, value in vars(args).items() if value is not None} == {'num_proc': 1}
+    args.num_proc, args.use_mpi = 2, True
+    args.command = ['sh', '-c', 'echo "rank $OMPI_COMM_WORLD_RANK"']
+    out = io.StringIO()
+    assert _run(args, stdout=out) is None  # a command returns nothing, as in Horovod
+    assert sorted(out.getvalue().splitlines()) == ['[1,0]<stdout>:rank 0', '[1,1]<stdout>:rank 1']
+
+    args.command = ['sh', '-c', 'exit 3']
+    with pytest.raises(RuntimeError, match='mpirun failed with exit code 3'):
+        _run(args, stderr=io.StringIO())
+
+    args.command, args.run_func = None, _rank
+    assert _run(args) == [0, 1]
+
+    args.use_jsrun = True
+    with pytest.raises(ValueError, match='use_jsrun=True'):
+        _run(args)

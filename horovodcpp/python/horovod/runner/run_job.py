@@ -1,7 +1,9 @@
 """The caller's side of horovod.run: runs hvdrun, shows the ranks' output without the result
 frames, and turns the frames into the list of results, or into the error of the rank that
-failed.
+failed. A command (launch._run) only runs, its
+output passed on as it comes.
 """
+import codecs
 import collections
 import os
 import pickle
@@ -43,6 +45,42 @@ def _pump_stderr(pipe, stderr, last_lines):
         last_lines.append(line.rstrip('\n'))
 
 
+def _hvdrun(argv, env, on_stdout, stderr):
+    """Runs hvdrun ``argv`` with ``env`` to its end: ``on_stdout(data)`` gets its stdout as it
+    comes, ``stderr`` its stderr. Returns its exit code and its last stderr lines."""
+    last_lines = collections.deque(maxlen=20)
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, stderr, last_lines), daemon=True)
+    pump.start()
+    try:
+        for data in iter(lambda: os.read(proc.stdout.fileno(), 1 << 16), b''):
+            on_stdout(data)
+        code = proc.wait()
+    except BaseException:
+        # Interrupted (Ctrl-C in a notebook): hvdrun forwards the signal and ends every rank.
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        pump.join(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    return code, last_lines
+
+
+def _mpirun_failed(code, last_lines):
+    """Horovod's error for a job that failed ("mpirun failed with exit code N"), with hvdrun's
+    own summary of it."""
+    said = [line for line in last_lines if line.startswith(('hvdrun:', 'horovodrun:'))]
+    return RuntimeError(f'horovod.run: mpirun failed with exit code {code}' +
+                        (': ' + ' / '.join(said[-3:]) if said else ''))
+
+
 def _error_of(frames, code):
     """The RuntimeError for the failed rank of ``frames`` (a launch's) that caused the others'
     failures, with its traceback in the message and, when it pickled, its exception as the
@@ -67,42 +105,32 @@ def _error_of(frames, code):
     return error, cause
 
 
+def run_command(argv, env, stdout, stderr):
+    """Runs hvdrun ``argv`` (a command) with ``env``, its output passed on as it comes."""
+    decoder = codecs.getincrementaldecoder('utf-8')('replace')
+
+    def show(data):
+        stdout.write(decoder.decode(data))
+        stdout.flush()
+
+    code, last_lines = _hvdrun(argv, env, show, stderr)
+    if code != 0:
+        raise _mpirun_failed(code, last_lines)
+
+
 def run_job(argv, env, stdout, stderr, nonce):
-    """Runs hvdrun ``argv`` with ``env``; returns the return values of its last launch, by
-    rank."""
+    """Runs hvdrun ``argv`` (task_fn's ranks) with ``env``; returns the return values of its
+    last launch, by rank."""
     frames = _Frames(nonce, stdout)
-    last_lines = collections.deque(maxlen=20)
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, stderr, last_lines), daemon=True)
-    pump.start()
     output = TaggedOutput(frames.on_line)
-    try:
-        for data in iter(lambda: os.read(proc.stdout.fileno(), 1 << 16), b''):
-            output.feed(data)
-        output.close()
-        code = proc.wait()
-    except BaseException:
-        # Interrupted (Ctrl-C in a notebook): hvdrun forwards the signal and ends every rank.
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
-    finally:
-        pump.join(timeout=10)
-        proc.stdout.close()
-        proc.stderr.close()
+    code, last_lines = _hvdrun(argv, env, output.feed, stderr)
+    output.close()
     launch = next(reversed(frames.launches.values()), {})
     if code != 0 and any(frame.kind == 'error' for frame in launch.values()):
         error, cause = _error_of(launch, code)
         raise error from cause
     if code != 0:
-        said = [line for line in last_lines if line.startswith(('hvdrun:', 'horovodrun:'))]
-        raise RuntimeError(f'horovod.run: mpirun failed with exit code {code}' +
-                           (': ' + ' / '.join(said[-3:]) if said else ''))
+        raise _mpirun_failed(code, last_lines)
     size = next(iter(launch.values())).size if launch else 0
     missing = [rank for rank in range(size) if rank not in launch or launch[rank].kind != 'result']
     if not launch or missing:
