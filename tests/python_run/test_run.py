@@ -4,6 +4,7 @@ environment and output, a failing rank, an elastic relaunch, and the arguments i
 import io
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -64,11 +65,12 @@ def test_results_in_rank_order(n):
     assert run(allreduce_rank_plus_one, num_proc=n) == [(r, n, n * (n + 1) / 2) for r in range(n)]
 
 
-def test_closure_args_kwargs_and_output():
+def test_closure_args_kwargs_output_and_output_files(tmp_path):
     offset = 100  # captured: the lambda travels by value
 
     def shout(text):
         print(text, 'from', _rank())
+        print('warned', _rank(), file=sys.stderr, flush=True)
         print('no newline', end='')
         if _rank() == 1:  # silenced the way ranks often are: the result still comes back
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -76,11 +78,17 @@ def test_closure_args_kwargs_and_output():
 
     out = io.StringIO()
     results = run(lambda a, b, c=0: (shout('hello'), offset + a * b + c + _rank())[1],
-                  args=(3, 4), kwargs={'c': 5}, num_proc=2, stdout=out)
+                  args=(3, 4), kwargs={'c': 5}, num_proc=2, stdout=out, stderr=io.StringIO(),
+                  output_filename=str(tmp_path / 'out'))
     assert results == [117, 118]
     lines = sorted(out.getvalue().splitlines())
     assert lines == ['[1,0]<stdout>:hello from 0', '[1,0]<stdout>:no newline',
                      '[1,1]<stdout>:hello from 1', '[1,1]<stdout>:no newline']
+    # The files hold what each rank printed, as mpirun lays them out, and no result frame.
+    for rank in range(2):
+        folder = tmp_path / 'out' / '1' / f'rank.{rank}'
+        assert (folder / 'stdout').read_text() == f'hello from {rank}\nno newline'
+        assert (folder / 'stderr').read_text() == f'warned {rank}\n'
 
 
 def test_a_rank_that_raises_fails_the_call_naming_it():

@@ -20,8 +20,9 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     the list of their return values, index = rank. ``func`` calls ``hvd.init()`` itself.
 
     Horovod 0.28.1's arguments, in its order and with its meaning: hosts, hostfile and the ssh
-    settings, start_timeout, output_filename, verbose, mpi_args, network_interfaces and
-    executable (default ``sys.executable``) become hvdrun's flags (docs/launcher.md);
+    settings, start_timeout, verbose, mpi_args, network_interfaces and executable (default
+    ``sys.executable``) become hvdrun's flags (docs/launcher.md); output_filename gets each rank's
+    output in mpirun's layout, written by the caller (output_files.py);
     host_discovery_script with min_num_proc, max_num_proc, slots, reset_limit and cooldown_range
     runs elastically (docs/elastic.md; the results are the last launch's first min_num_proc, as
     in Horovod); disable_cache and use_mpi change nothing (hvdrun caches nothing and always runs

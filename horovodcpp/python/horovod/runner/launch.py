@@ -13,6 +13,7 @@ import sys
 from horovod.runner import hvdrun_command
 from horovod.runner.func_payload import Payload
 from horovod.runner.hvdrun_location import find_hvdrun
+from horovod.runner.output_files import RankOutputFiles
 from horovod.runner.result_frames import NONCE_VAR
 from horovod.runner.run_job import run_command, run_job
 
@@ -61,6 +62,7 @@ def _run(args, env=None, stdout=None, stderr=None):
                            'horovod.run from a process that mpirun did not start')
     if args.command is not None:
         program = _command_words(args.command)
+        output_filename = None  # hvdrun's flag: mpirun writes the files
     else:
         if 'SLURM_JOB_ID' in env and 'hosts' not in given and 'hostfile' not in given:
             raise ValueError('horovod.run: inside a Slurm allocation hvdrun launches through srun, '
@@ -68,6 +70,8 @@ def _run(args, env=None, stdout=None, stderr=None):
                              "hosts= (e.g. the allocation's nodes) so that hvdrun runs mpirun")
         executable = args.executable or sys.executable
         program = [executable, '-m', 'horovod.runner.task_fn']
+        # The caller writes these files itself, without the result lines (output_files.py).
+        output_filename = given.pop('output_filename', None)
     flags = hvdrun_command.hvdrun_args(given, env)
     hvdrun = find_hvdrun()
 
@@ -81,19 +85,23 @@ def _run(args, env=None, stdout=None, stderr=None):
     argv = [hvdrun, *flags, '--', *program]
     if args.command is not None:
         return run_command(argv, env, stdout, stderr)
-    return _run_func(args, argv, env, stdout, stderr)
+    return _run_func(args, argv, env, stdout, stderr, output_filename)
 
 
-def _run_func(args, argv, env, stdout, stderr):
+def _run_func(args, argv, env, stdout, stderr, output_filename):
     # The ranks import this very package, whatever their path says.
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env['PYTHONPATH'] = os.pathsep.join(p for p in (package_parent, env.get('PYTHONPATH')) if p)
     env[NONCE_VAR] = nonce = secrets.token_hex(8)
     payload = Payload(args.run_func, (), {}, env)
+    # Horovod takes an empty output_filename for none, as here.
+    files = RankOutputFiles(output_filename, int(args.num_proc)) if output_filename else None
     try:
-        results = run_job(argv, env, stdout, stderr, nonce)
+        results = run_job(argv, env, stdout, stderr, nonce, files)
     finally:
         payload.close()
+        if files:
+            files.close()
     if args.host_discovery_script is not None:
         # Horovod returns the first min_num_proc of an elastic job's results.
         results = results[:args.min_num_proc or args.num_proc]
