@@ -186,6 +186,9 @@ def test_refused_before_anything_starts(tmp_path):
         run(touch, num_proc=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'fusion_threshold'"):
         run(touch, fusion_threshold=64)
+    # mpirun's timestamps would cut into the result lines.
+    with pytest.raises(ValueError, match="mpi_args '--timestamp-output'"):
+        run(touch, mpi_args='--bind-to none --timestamp-output')
     assert not started.exists()
 
 

@@ -13,6 +13,7 @@ import sys
 from horovod.runner import hvdrun_command
 from horovod.runner.func_payload import Payload
 from horovod.runner.hvdrun_location import find_hvdrun
+from horovod.runner.mpi_output_args import refuse_output_format
 from horovod.runner.output_files import RankOutputFiles
 from horovod.runner.result_frames import NONCE_VAR
 from horovod.runner.run_job import run_command, run_job
@@ -69,6 +70,7 @@ def _run(args, env=None, stdout=None, stderr=None):
                              "whose output horovod.run cannot read the ranks' results from: pass "
                              "hosts= (e.g. the allocation's nodes) so that hvdrun runs mpirun")
         executable = args.executable or sys.executable
+        refuse_output_format(given.get('mpi_args'), env)
         program = [executable, '-m', 'horovod.runner.task_fn']
         # The caller writes these files itself, without the result lines (output_files.py).
         output_filename = given.pop('output_filename', None)
