@@ -189,6 +189,11 @@ def test_refused_before_anything_starts(tmp_path):
     # mpirun's timestamps would cut into the result lines.
     with pytest.raises(ValueError, match="mpi_args '--timestamp-output'"):
         run(touch, mpi_args='--bind-to none --timestamp-output')
+    missing, not_executable = tmp_path / 'no-python', tmp_path / 'python'
+    not_executable.touch()
+    for path in missing, not_executable:
+        with pytest.raises(ValueError, match=f"executable '{path}' "):
+            run(touch, executable=str(path))
     assert not started.exists()
 
 

@@ -37,8 +37,8 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
 
     An exception in a rank raises RuntimeError here, naming the rank and the exception, with the
     rank's traceback; the rank's exception is its ``__cause__`` when it unpickles here. Arguments
-    hvdrun refuses and mpi_args that change mpirun's output format (mpi_output_args.py) raise
-    ValueError before anything starts. See docs/python.md
+    hvdrun refuses, an executable that cannot run and mpi_args that change mpirun's output format
+    (mpi_output_args.py) raise ValueError before anything starts. See docs/python.md
     ("horovod.run").
     """
     from horovod.runner import hvdrun_command

@@ -15,6 +15,7 @@ from horovod.runner.func_payload import Payload
 from horovod.runner.hvdrun_location import find_hvdrun
 from horovod.runner.mpi_output_args import refuse_output_format
 from horovod.runner.output_files import RankOutputFiles
+from horovod.runner.program_check import require_runnable
 from horovod.runner.result_frames import NONCE_VAR
 from horovod.runner.run_job import run_command, run_job
 
@@ -63,6 +64,7 @@ def _run(args, env=None, stdout=None, stderr=None):
                            'horovod.run from a process that mpirun did not start')
     if args.command is not None:
         program = _command_words(args.command)
+        require_runnable('command', program[0], env)
         output_filename = None  # hvdrun's flag: mpirun writes the files
     else:
         if 'SLURM_JOB_ID' in env and 'hosts' not in given and 'hostfile' not in given:
@@ -70,6 +72,7 @@ def _run(args, env=None, stdout=None, stderr=None):
                              "whose output horovod.run cannot read the ranks' results from: pass "
                              "hosts= (e.g. the allocation's nodes) so that hvdrun runs mpirun")
         executable = args.executable or sys.executable
+        require_runnable('executable', executable, env)
         refuse_output_format(given.get('mpi_args'), env)
         program = [executable, '-m', 'horovod.runner.task_fn']
         # The caller writes these files itself, without the result lines (output_files.py).
