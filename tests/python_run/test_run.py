@@ -28,8 +28,8 @@ def _end_our_launches():
             os.kill(int(pid), signal.SIGTERM)
 
 
-def run(func, **kwargs):
-    """horovod.run, failing the test when it has not returned within LIMIT_S."""
+def within_limit(launch, *args, **kwargs):
+    """``launch(*args, **kwargs)``, failing the test when it has not returned within LIMIT_S."""
     fired = threading.Event()
 
     def end():
@@ -39,11 +39,15 @@ def run(func, **kwargs):
     timer = threading.Timer(LIMIT_S, end)
     timer.start()
     try:
-        return horovod.run(func, **kwargs)
+        return launch(*args, **kwargs)
     finally:
         timer.cancel()
         if fired.is_set():
-            pytest.fail(f'horovod.run did not return within {LIMIT_S} s')
+            pytest.fail(f'{launch.__name__} did not return within {LIMIT_S} s')
+
+
+def run(func, **kwargs):
+    return within_limit(horovod.run, func, **kwargs)
 
 
 # Module-level functions such as this one travel by reference: the ranks import this file,
@@ -207,16 +211,16 @@ def test_horovods_launcher_entry_point(tmp_path):
     args.num_proc, args.use_mpi = 2, True
     args.command = ['sh', '-c', 'echo "rank $OMPI_COMM_WORLD_RANK"']
     out = io.StringIO()
-    assert _run(args, stdout=out) is None  # a command returns nothing, as in Horovod
+    assert within_limit(_run, args, stdout=out) is None  # a command returns nothing, as in Horovod
     assert sorted(out.getvalue().splitlines()) == ['[1,0]<stdout>:rank 0', '[1,1]<stdout>:rank 1']
 
     args.command = ['sh', '-c', 'exit 3']
     with pytest.raises(RuntimeError, match='mpirun failed with exit code 3'):
-        _run(args, stderr=io.StringIO())
+        within_limit(_run, args, stderr=io.StringIO())
 
     args.command, args.run_func = None, _rank
-    assert _run(args) == [0, 1]
+    assert within_limit(_run, args) == [0, 1]
 
     args.use_jsrun = True
     with pytest.raises(ValueError, match='use_jsrun=True'):
-        _run(args)
+        within_limit(_run, args)
