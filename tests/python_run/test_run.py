@@ -4,6 +4,7 @@ environment and output, a failing rank, an elastic relaunch, and the arguments i
 import io
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -27,8 +28,8 @@ def _end_our_launches():
             os.kill(int(pid), signal.SIGTERM)
 
 
-def run(func, **kwargs):
-    """horovod.run, failing the test when it has not returned within LIMIT_S."""
+def within_limit(launch, *args, **kwargs):
+    """``launch(*args, **kwargs)``, failing the test when it has not returned within LIMIT_S."""
     fired = threading.Event()
 
     def end():
@@ -38,11 +39,15 @@ def run(func, **kwargs):
     timer = threading.Timer(LIMIT_S, end)
     timer.start()
     try:
-        return horovod.run(func, **kwargs)
+        return launch(*args, **kwargs)
     finally:
         timer.cancel()
         if fired.is_set():
-            pytest.fail(f'horovod.run did not return within {LIMIT_S} s')
+            pytest.fail(f'{launch.__name__} did not return within {LIMIT_S} s')
+
+
+def run(func, **kwargs):
+    return within_limit(horovod.run, func, **kwargs)
 
 
 # Module-level functions such as this one travel by reference: the ranks import this file,
@@ -64,11 +69,12 @@ def test_results_in_rank_order(n):
     assert run(allreduce_rank_plus_one, num_proc=n) == [(r, n, n * (n + 1) / 2) for r in range(n)]
 
 
-def test_closure_args_kwargs_and_output():
+def test_closure_args_kwargs_output_and_output_files(tmp_path):
     offset = 100  # captured: the lambda travels by value
 
     def shout(text):
         print(text, 'from', _rank())
+        print('warned', _rank(), file=sys.stderr, flush=True)
         print('no newline', end='')
         if _rank() == 1:  # silenced the way ranks often are: the result still comes back
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -76,11 +82,17 @@ def test_closure_args_kwargs_and_output():
 
     out = io.StringIO()
     results = run(lambda a, b, c=0: (shout('hello'), offset + a * b + c + _rank())[1],
-                  args=(3, 4), kwargs={'c': 5}, num_proc=2, stdout=out)
+                  args=(3, 4), kwargs={'c': 5}, num_proc=2, stdout=out, stderr=io.StringIO(),
+                  output_filename=str(tmp_path / 'out'))
     assert results == [117, 118]
     lines = sorted(out.getvalue().splitlines())
     assert lines == ['[1,0]<stdout>:hello from 0', '[1,0]<stdout>:no newline',
                      '[1,1]<stdout>:hello from 1', '[1,1]<stdout>:no newline']
+    # The files hold what each rank printed, as mpirun lays them out, and no result frame.
+    for rank in range(2):
+        folder = tmp_path / 'out' / '1' / f'rank.{rank}'
+        assert (folder / 'stdout').read_text() == f'hello from {rank}\nno newline'
+        assert (folder / 'stderr').read_text() == f'warned {rank}\n'
 
 
 def test_a_rank_that_raises_fails_the_call_naming_it():
@@ -178,4 +190,37 @@ def test_refused_before_anything_starts(tmp_path):
         run(touch, num_proc=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'fusion_threshold'"):
         run(touch, fusion_threshold=64)
+    # mpirun's timestamps would cut into the result lines.
+    with pytest.raises(ValueError, match="mpi_args '--timestamp-output'"):
+        run(touch, mpi_args='--bind-to none --timestamp-output')
+    missing, not_executable = tmp_path / 'no-python', tmp_path / 'python'
+    not_executable.touch()
+    for path in missing, not_executable:
+        with pytest.raises(ValueError, match=f"executable '{path}' "):
+            run(touch, executable=str(path))
     assert not started.exists()
+
+
+def test_horovods_launcher_entry_point(tmp_path):
+    # Horovod's own tests drive its launcher through _HorovodArgs and launch._run.
+    from horovod.runner import _HorovodArgs
+    from horovod.runner.launch import _run
+
+    args = _HorovodArgs()
+    assert {name: value for name, value in vars(args).items() if value is not None} == {'num_proc': 1}
+    args.num_proc, args.use_mpi = 2, True
+    args.command = ['sh', '-c', 'echo "rank $OMPI_COMM_WORLD_RANK"']
+    out = io.StringIO()
+    assert within_limit(_run, args, stdout=out) is None  # a command returns nothing, as in Horovod
+    assert sorted(out.getvalue().splitlines()) == ['[1,0]<stdout>:rank 0', '[1,1]<stdout>:rank 1']
+
+    args.command = ['sh', '-c', 'exit 3']
+    with pytest.raises(RuntimeError, match='mpirun failed with exit code 3'):
+        within_limit(_run, args, stderr=io.StringIO())
+
+    args.command, args.run_func = None, _rank
+    assert within_limit(_run, args) == [0, 1]
+
+    args.use_jsrun = True
+    with pytest.raises(ValueError, match='use_jsrun=True'):
+        within_limit(_run, args)

@@ -62,6 +62,9 @@ def hvdrun_args(given, env):
     if given.get('use_gloo'):
         raise ValueError('horovod.run: use_gloo=True: horovodcpp has no Gloo controller; its jobs '
                          'run over MPI (leave use_gloo unset, or set use_mpi=True)')
+    if given.get('use_jsrun'):
+        raise ValueError('horovod.run: use_jsrun=True: horovodcpp launches through mpirun (or srun '
+                         'in a Slurm allocation), not jsrun')
     if given.get('hosts') is not None and given.get('hostfile') is not None:
         raise ValueError('horovod.run: give hosts or hostfile, not both')
     elastic = [name for name in _ELASTIC if name in given]

@@ -1,25 +1,25 @@
-"""Each rank's own stdout, recovered from hvdrun's (mpirun --tag-output).
+"""Each rank's own stdout (or stderr), recovered from hvdrun's (mpirun --tag-output).
 
 mpirun forwards a rank's output in chunks as it reads them and puts the tag ``[JOB,RANK]<stdout>:``
-before every chunk and after every newline inside one. A chunk may end in the middle of a line,
-and another rank's chunk may come next, so a long line (a result frame of megabytes) arrives cut
-into pieces interleaved with other ranks' output, each piece tagged. Joining each rank's pieces
-gives back exactly what that rank wrote. Text after a newline that carries no tag is mpirun's
-own.
+(``<stderr>`` on stderr) before every chunk and after every newline inside one. A chunk may end
+in the middle of a line, and another rank's chunk may come next, so a long line (a result frame
+of megabytes) arrives cut into pieces interleaved with other ranks' output, each piece tagged.
+Joining each rank's pieces gives back exactly what that rank wrote. Text after a newline that
+carries no tag is mpirun's own (or, on stderr, hvdrun's).
 """
 import re
 
-_TAG = re.compile(rb'\[\d+,(\d+)\]<stdout>:')
 _LONGEST_TAG = 40  # '[' up to ':' with two large integers
 
 
 class TaggedOutput:
-    """Feed hvdrun's stdout in; ``on_line(rank, line)`` gets each complete line of each rank
-    (rank ``None`` for mpirun's own lines), newline included; ``close()`` passes on what is left
-    without one."""
+    """Feed hvdrun's stdout (``stream`` b'stdout') or stderr (b'stderr') in; ``on_line(rank,
+    line)`` gets each complete line of each rank (rank ``None`` for mpirun's and hvdrun's own
+    lines), newline included; ``close()`` passes on what is left without one."""
 
-    def __init__(self, on_line):
+    def __init__(self, on_line, stream=b'stdout'):
         self._on_line = on_line
+        self._tag = re.compile(rb'\[\d+,(\d+)\]<' + stream + rb'>:')
         self._pending = b''
         self._rank = None   # whose text continues here: the last tag's rank, None after a newline
         self._lines = {}    # rank -> the pieces of its current line (joined once it is complete)
@@ -29,7 +29,7 @@ class TaggedOutput:
         self._pending = b''
         at = 0
         while True:
-            tag = _TAG.search(data, at)
+            tag = self._tag.search(data, at)
             end = tag.start() if tag else len(data)
             if not tag:
                 # Keep a tag that the next read completes.
