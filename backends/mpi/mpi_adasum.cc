@@ -55,10 +55,16 @@ Status exchange(const void* send, std::int64_t send_bytes, void* recv, std::int6
 // ranks of the block; they add up by recursive doubling, where each step adds the same two
 // partial sums on both sides, so every rank of the block gets bitwise the same sums and the same
 // coefficients, and the ranks end with identical results.
+//
+// Starting at a level L > 1 (Note [Adasum of a node's chunk], backends/nccl/nccl_adasum.cc), the
+// L ranks of each aligned block hold disjoint pieces of one vector: a rank's partner r ^ d
+// (d >= L) holds the same piece of another, and the dot-product sums over the 2d ranks of the
+// block then also add the other pieces' parts, so the coefficients are those of the whole
+// vectors. The gather stops at L, each rank holding its own piece again.
 class Adasum {
  public:
-  Adasum(MPI_Comm comm, int rank, int size, const std::vector<std::int64_t>& starts)
-      : comm_(comm), rank_(rank), size_(size), starts_(starts) {}
+  Adasum(MPI_Comm comm, int rank, int size, int first_level, const std::vector<std::int64_t>& starts)
+      : comm_(comm), rank_(rank), size_(size), first_level_(first_level), starts_(starts) {}
 
   template <class E>
   Status run(typename E::T* data, std::vector<typename E::T>& theirs) {
@@ -67,7 +73,7 @@ class Adasum {
     std::vector<double> dots(3 * tensors), incoming(3 * tensors);
     std::vector<std::pair<std::int64_t, std::int64_t>> wholes;  // the range each level halved
     std::int64_t lo = 0, hi = starts_.back();
-    for (int d = 1; d < size_; d <<= 1) {
+    for (int d = first_level_; d < size_; d <<= 1) {
       const bool first_half = (rank_ & d) == 0;
       const std::int64_t mid = lo + (hi - lo) / 2;
       const std::int64_t keep_lo = first_half ? lo : mid, keep_hi = first_half ? mid : hi;
@@ -89,6 +95,7 @@ class Adasum {
         }
         dots[3 * t] = ab, dots[3 * t + 1] = aa, dots[3 * t + 2] = bb;
       });
+      // Over every rank of the block, those below first_level_ included.
       for (int e = 1; e < 2 * d; e <<= 1) {
         const std::int64_t bytes = static_cast<std::int64_t>(dots.size() * sizeof(double));
         s = exchange(dots.data(), bytes, incoming.data(), bytes, rank_ ^ e, comm_);
@@ -106,7 +113,7 @@ class Adasum {
       wholes.emplace_back(lo, hi);
       lo = keep_lo, hi = keep_hi;
     }
-    for (int d = size_ / 2; d >= 1; d /= 2) {
+    for (int d = size_ / 2; d >= first_level_; d /= 2) {
       const auto [whole_lo, whole_hi] = wholes.back();
       wholes.pop_back();
       const std::int64_t mid = whole_lo + (whole_hi - whole_lo) / 2;
@@ -131,7 +138,7 @@ class Adasum {
   }
 
   MPI_Comm comm_;
-  int rank_, size_;
+  int rank_, size_, first_level_;
   const std::vector<std::int64_t>& starts_;
 };
 
@@ -148,10 +155,17 @@ class MpiAdasum final : public CollectiveOp {
 
   Status execute(std::vector<TensorTableEntry>& entries, const Response& response, const Communicator& group) override {
     const int size = group.size();
-    if (size & (size - 1)) {
-      std::string has = group.id() == 0           ? "the job has " + std::to_string(size)
-                        : group.id() == Communicator::kCrossId
-                            ? "the job has " + std::to_string(size) +
+    // On the node-major group each local rank brings its piece of its node's vector and the tree
+    // starts above the node (Note [Adasum of a node's chunk]); elsewhere at the first level.
+    const bool chunks = group.id() == Communicator::kNodeMajorId;
+    const int first_level = chunks ? context_.world.local_size() : 1;
+    if (first_level & (first_level - 1))
+      return Status::error("internal: Adasum of a node's chunks on " + std::to_string(first_level) + " local ranks");
+    const int participants = size / first_level;
+    if (participants & (participants - 1)) {
+      std::string has = group.id() == 0 ? "the job has " + std::to_string(size)
+                        : group.id() == Communicator::kCrossId || chunks
+                            ? "the job has " + std::to_string(participants) +
                                   " nodes (device tensors average within each node, then combine across the nodes)"
                             : "process set " + std::to_string(group.id()) + " has " + std::to_string(size);
       return Status::error("Adasum needs a power-of-two number of ranks, and " + has);
@@ -175,7 +189,7 @@ class MpiAdasum final : public CollectiveOp {
     Status status = Status::ok();
     {
       Activity a(context_.timeline, entries, "MPI_ADASUM_ALLREDUCE");
-      Adasum adasum(mpi_comm(group), group.rank(), size, starts);
+      Adasum adasum(mpi_comm(group), group.rank(), size, first_level, starts);
       switch (dtype) {
         case DataType::Float32: status = adasum.run<Float32>(reinterpret_cast<float*>(buffer_.data()), f32_); break;
         case DataType::Float64: status = adasum.run<Float64>(reinterpret_cast<double*>(buffer_.data()), f64_); break;

@@ -108,6 +108,14 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   int sizes[2] = {local_size_, -local_size_};
   check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, global_), "MPI_Allreduce");
   homogeneous_ = sizes[0] == -sizes[1];
+  // World::node_major(). A rank's cross rank is its rank among the ranks of its local rank, so
+  // the ranks of one node may have different ones (round-robin placement); local rank 0's names
+  // the node for all of them. On a homogeneous job rank n * local_size + l is local rank l of
+  // node n.
+  int node = cross_rank_;
+  check(MPI_Bcast(&node, 1, MPI_INT, 0, local_), "MPI_Bcast");
+  check(MPI_Comm_split(global_, 0, node * local_size_ + local_rank_, &node_major_), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(node_major_, MPI_ERRORS_RETURN);
 
   types_.create();
   MpiControlChannel::set_oversubscribed(ranks_outnumber_cores(local_size_));
@@ -130,6 +138,12 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   cross_group_ = std::make_unique<Communicator>(Communicator::kCrossId, members_of(cross_, rank_), cross_rank_,
                                                 cross_mpi->control());
   cross_group_->set_data("MPI", std::move(cross_mpi));
+  // Never negotiated on: the global control channel stands in.
+  int node_major_rank = 0;
+  MPI_Comm_rank(node_major_, &node_major_rank);
+  node_major_group_ = std::make_unique<Communicator>(Communicator::kNodeMajorId, members_of(node_major_, rank_),
+                                                     node_major_rank, *control_);
+  node_major_group_->set_data("MPI", std::make_unique<MpiGroupComm>(node_major_, MPI_COMM_NULL, false));
 }
 
 std::unique_ptr<Communicator> MpiWorld::create_communicator(int id, const std::vector<int>& global_ranks) {
@@ -208,10 +222,12 @@ void MpiWorld::finalize() {
   global_group_.reset();
   local_group_.reset();
   cross_group_.reset();
+  node_major_group_.reset();
   if (control_) control_->close();
   if (liveness_) liveness_->close();
   types_.destroy();
-  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_, &local_control_, &cross_control_})
+  for (MPI_Comm* c : {&global_, &control_comm_, &liveness_comm_, &local_, &cross_, &node_major_, &local_control_,
+                     &cross_control_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   if (initialized_mpi_) MPI_Finalize();
 }

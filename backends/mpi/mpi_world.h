@@ -56,6 +56,7 @@ class MpiWorld final : public World {
   Communicator& global() override { return *global_group_; }
   Communicator& local() override { return *local_group_; }
   Communicator& cross() override { return *cross_group_; }
+  Communicator* node_major() override { return homogeneous_ ? node_major_group_.get() : nullptr; }
   std::unique_ptr<Communicator> create_communicator(int id, const std::vector<int>& global_ranks) override;
   LivenessChannel& liveness() override { return *liveness_; }
   Status host_allreduce(void* buffer, std::int64_t count, DataType dtype, ReduceOp op,
@@ -86,6 +87,7 @@ class MpiWorld final : public World {
   MPI_Comm liveness_comm_ = MPI_COMM_NULL;  // watchdog reports
   MPI_Comm local_ = MPI_COMM_NULL;
   MPI_Comm cross_ = MPI_COMM_NULL;
+  MPI_Comm node_major_ = MPI_COMM_NULL;
   MPI_Comm local_control_ = MPI_COMM_NULL;  // the local and cross groups' control channels
   MPI_Comm cross_control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
@@ -93,7 +95,7 @@ class MpiWorld final : public World {
   std::unique_ptr<MpiControlChannel> control_;
   std::unique_ptr<MpiLivenessChannel> liveness_;
   MpiTypes types_;
-  std::unique_ptr<Communicator> global_group_, local_group_, cross_group_;
+  std::unique_ptr<Communicator> global_group_, local_group_, cross_group_, node_major_group_;
 };
 
 }  // namespace hvd::detail

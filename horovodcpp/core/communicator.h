@@ -27,6 +27,7 @@ class Communicator {
   // Ids: process sets use theirs (0 = the world); the node-local and cross groups have their own.
   static constexpr int kLocalId = -1;
   static constexpr int kCrossId = -2;
+  static constexpr int kNodeMajorId = -3;  // World::node_major()
 
   Communicator(int id, std::vector<int> global_ranks, int rank, ControlChannel& control)
       : id_(id), global_ranks_(std::move(global_ranks)), rank_(rank), control_(&control) {}

@@ -33,6 +33,10 @@ class World {
   virtual Communicator& global() = 0;
   virtual Communicator& local() = 0;
   virtual Communicator& cross() = 0;
+  // Every rank, node by node and by local rank within each node (world ranks need not be in that
+  // order), for Adasum of a node's chunks (Note [Adasum of a node's chunk]); null where the world
+  // has none or the job is not homogeneous.
+  virtual Communicator* node_major() { return nullptr; }
   // Collective over every rank of the world (each calls it at the same point, with the same
   // arguments): a new group of `global_ranks` (distinct, in the order that gives their ranks in
   // the group) with its own control channel; null on ranks not in it.

@@ -52,12 +52,15 @@ std::string label(const char* op, DataType dtype, ReduceOp reduce, std::int64_t 
 
 // How this job reduces device Adasum (Note [Adasum of device tensors averages within the node]):
 // NcclAdasum averages each node's `group` consecutive ranks first, unless
-// HOROVOD_GPU_OPERATIONS=mpi or one rank per node stages every rank as a participant.
+// HOROVOD_GPU_OPERATIONS=mpi or one rank per node stages every rank as a participant. On several
+// nodes with a power-of-two local size it works on one chunk per local rank (Note [Adasum of a
+// node's chunk]).
 struct AdasumPath {
   bool gpu_mpi;       // HOROVOD_GPU_OPERATIONS=mpi
   bool on_nccl;       // NcclAdasum, else the staged op
   int group;          // ranks averaged before Adasum
   int participants;   // what Adasum combines: nodes, or ranks when staged
+  bool chunked;       // NcclAdasum's reduce-scatter, chunk Adasum, allgather
 };
 
 AdasumPath adasum_path() {
@@ -65,7 +68,8 @@ AdasumPath adasum_path() {
   const bool gpu_mpi = operations != nullptr && std::string(operations) == "mpi";
   const bool on_nccl = !gpu_mpi && local_size() > 1;
   const int group = on_nccl ? local_size() : 1;
-  return {gpu_mpi, on_nccl, group, size() / group};
+  const bool chunked = on_nccl && cross_size() > 1 && test::power_of_two(local_size());
+  return {gpu_mpi, on_nccl, group, size() / group, chunked};
 }
 
 }  // namespace
@@ -208,7 +212,7 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
   // [Adasum of device tensors averages within the node]; the timeline shows which op ran. With
   // HOROVOD_GPU_OPERATIONS=nccl the same as unset.
   const int size = hvd::size(), me = rank();
-  const auto [gpu_mpi, on_nccl, group, participants] = adasum_path();
+  const auto [gpu_mpi, on_nccl, group, participants, chunked] = adasum_path();
   const double denominator = group;
   const std::string path = "adasum_timeline_np" + std::to_string(size) + "_local" + std::to_string(local_size()) +
                            (gpu_mpi ? "_mpi" : "") + (std::getenv("HOROVOD_HIERARCHICAL_ALLREDUCE") ? "_h" : "") +
@@ -260,9 +264,12 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
     text << file.rdbuf();
     const std::string trace = text.str();
     INFO(path);
-    REQUIRE((trace.find("NCCL_ADASUM_NODE_AVERAGE") != std::string::npos) == on_nccl);
-    // Staging (StagedMpiOp) copies every input to the host; on one node NcclAdasum never does.
-    REQUIRE((trace.find("MEMCPY_DEVICE_TO_HOST") != std::string::npos) == !on_nccl);
+    REQUIRE((trace.find("NCCL_ADASUM_NODE_AVERAGE") != std::string::npos) == (on_nccl && !chunked));
+    REQUIRE((trace.find("NCCL_REDUCESCATTER") != std::string::npos) == chunked);
+    REQUIRE((trace.find("NCCL_ALLGATHER") != std::string::npos) == chunked);
+    // Staging (StagedMpiOp) copies every input to the host, the chunked NcclAdasum its chunk; on
+    // one node NcclAdasum never copies.
+    REQUIRE((trace.find("MEMCPY_DEVICE_TO_HOST") != std::string::npos) == (!on_nccl || chunked));
     REQUIRE((trace.find("MPI_ADASUM_ALLREDUCE") != std::string::npos) == (!on_nccl || cross_size() > 1));
     std::remove(path.c_str());
   }
@@ -544,6 +551,51 @@ TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") 
   allreduce_async(t, t, {ReduceOp::Adasum, "adasum.join"}).wait();
   check_close(t->download(), test::adasum_tree(averages), DataType::Float32, "Adasum beside a joined rank");
   join();
+}
+
+TEST_CASE("device Adasum of general vectors against the reference, sizes that do not split evenly", "[adasum]") {
+  // Vectors neither orthogonal nor parallel, so every coefficient depends on whole-tensor dot
+  // products, which the chunked path (Note [Adasum of a node's chunk]) assembles from every local
+  // rank's chunk. Fused tensors of 1, odd and uneven sizes, so tensors straddle the chunks and
+  // some chunks hold none of a tensor. Float32 and float64: the half dtypes store each level's
+  // result in 16 bits, so a double reference would need a tolerance that depends on the tree
+  // depth; the exact cases above cover them.
+  const int n = size(), me = rank();
+  const AdasumPath adasum = adasum_path();
+  if (!test::power_of_two(adasum.participants)) {
+    SUCCEED("Adasum over " << adasum.participants << " participants is refused (the case above)");
+    return;
+  }
+  const std::vector<std::int64_t> counts = {1, 7, 33, 2 * n + 3, 130};
+  auto value = [](int r, std::size_t t, std::int64_t i) {
+    return ((r + 3) * (i + 1) * (t + 2) % 13 - 6.0) / 4.0 + (r % 3 == 0 ? 0.5 : -0.25);
+  };
+  for (DataType dtype : {DataType::Float32, DataType::Float64}) {
+    std::vector<TensorPtr> inputs, outputs;
+    for (std::size_t t = 0; t < counts.size(); ++t) {
+      std::vector<double> v(counts[t]);
+      for (std::int64_t i = 0; i < counts[t]; ++i) v[i] = value(me, t, i);
+      inputs.push_back(device_tensor(dtype, {counts[t]}, v));
+      outputs.push_back(DeviceTensor::allocate(dtype, {counts[t]}));
+    }
+    AllreduceOptions options{ReduceOp::Adasum, std::string("adasum.general.") + dtype_name(dtype)};
+    options.prescale_factor = 0.5, options.postscale_factor = 3.0;  // Adasum scales with its inputs
+    grouped_allreduce_async(inputs, outputs, options).wait();
+    for (std::size_t t = 0; t < counts.size(); ++t) {
+      // Each group's average (of the values as stored), then Adasum over the groups.
+      std::vector<std::vector<double>> averages;
+      for (int g = 0; g < adasum.participants; ++g) {
+        std::vector<double> average(counts[t], 0.0);
+        for (int r = g * adasum.group; r < (g + 1) * adasum.group; ++r)
+          for (std::int64_t i = 0; i < counts[t]; ++i) average[i] += test::round_trip(value(r, t, i), dtype) / adasum.group;
+        averages.push_back(average);
+      }
+      std::vector<double> want = test::adasum_tree(averages);
+      for (double& w : want) w *= 0.5 * 3.0;
+      check_close(static_cast<DeviceTensor&>(*outputs[t]).download(), want, dtype,
+                  options.name + " tensor " + std::to_string(t));
+    }
+  }
 }
 
 TEST_CASE("ranks that disagree on a GPU tensor's dtype all get the same error", "[errors]") {
