@@ -452,8 +452,9 @@ step_multirank() {
     rc=1
   fi
   run "$log" 150 "${env_cmd[@]}" mpirun "${mpirun_flags[@]}" -np 4 "$collectives" || rc=1
+  # 2 nodes x 2 ranks: hierarchical allreduce, and device Adasum on one chunk per local rank.
   run "$log" 90 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=2 HOROVOD_HIERARCHICAL_ALLREDUCE=1 \
-    mpirun "${mpirun_flags[@]}" -np 4 "$collectives" "[allreduce]" || rc=1
+    mpirun "${mpirun_flags[@]}" -np 4 "$collectives" "[allreduce],[adasum]" || rc=1
   run "$log" 90 "${env_cmd[@]}" HOROVOD_DYNAMIC_PROCESS_SETS=1 mpirun "${mpirun_flags[@]}" -np 4 "$processes" || rc=1
   no_skips "$log" || rc=1
   return $rc
