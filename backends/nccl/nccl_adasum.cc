@@ -22,9 +22,9 @@ namespace hvd::detail {
 // local size, as Horovod: ncclReduceScatter averages into one chunk per local rank, each rank
 // copies only its chunk to host memory and runs Adasum across the nodes on it (Note [Adasum of a
 // node's chunk] below), copies it back, and ncclAllGather rebuilds the buffer; so each vector
-// crosses the nodes once, not local_size times. Another local size keeps the whole-vector step:
-// the whole average staged in host memory and the MPI backend's Adasum on the cross
-// communicator, each local rank on its own, then copied back. Otherwise
+// crosses the nodes once, not local_size times. Another local size keeps the whole vector: local
+// rank 0 stages the whole average in host memory, runs the MPI backend's Adasum on its cross
+// communicator and copies the result back, and ncclBroadcast hands it to the node. Otherwise
 // Adasum runs over the ranks themselves, staged through host memory by StagedMpiOp: with
 // HOROVOD_GPU_OPERATIONS=mpi (Horovod built without NCCL), in process sets, with one rank per
 // node, and on a non-homogeneous job (the last three under the name "NCCL" too, so that
@@ -67,16 +67,24 @@ class NcclAdasum final : public NcclOp {
     const DataType dtype = response.dtype;
     if (!is_floating(dtype)) throw NcclFailure(std::string("Adasum of ") + dtype_name(dtype) + " tensors");
     World& world = nccl_.world();
-    const int local_size = world.local_size();
+    const int local_size = world.local_size(), nodes = world.cross_size();
+    // The same verdict on every rank, before anything is enqueued: the job goes on.
+    if (nodes & (nodes - 1))
+      return Status::error("Adasum needs a power-of-two number of ranks, and the job has " + std::to_string(nodes) +
+                           " nodes (device tensors average within each node, then combine across the nodes)");
     Communicator* node_major = world.node_major();
-    if (world.cross_size() > 1 && node_major != nullptr && (local_size & (local_size - 1)) == 0)
+    if (nodes > 1 && node_major != nullptr && (local_size & (local_size - 1)) == 0)
       return run_in_chunks(entries, response, *node_major);
     return run_whole(entries, response);
   }
 
  private:
   // One node, or a local size that is not a power of two: the node's average of the whole
-  // buffer, then (several nodes) Adasum of the whole average on world.cross().
+  // buffer, then (several nodes) Adasum of the whole average across the nodes by local rank 0
+  // alone, on its world.cross(), broadcast to the node's other ranks. One rank per node rather
+  // than each on its own cross communicator: those may order the nodes differently (a placement
+  // that is not node-major), and Adasum's pairs with them, so the ranks of one node could end
+  // with different results; and the vector crosses the nodes once, not local_size times.
   Status run_whole(std::vector<TensorTableEntry>& entries, const Response& response) {
     ncclComm_t local = nccl_.local_comm();
     World& world = nccl_.world();
@@ -96,13 +104,24 @@ class NcclAdasum final : public NcclOp {
       return ncclAllReduce(buffer, buffer, layout.total, nccl_datatype(dtype), ncclAvg, local, stream);
     });
     if (across) {
-      launch.local("copying the node's average to the host staging buffer",
-                   [&] { return cudaMemcpyAsync(host, buffer, bytes, cudaMemcpyDeviceToHost, stream); });
-      adasum_across_nodes(entries, response, layout, host, launch);
-      launch.collectives_done();
-      nccl_.start_activity(entries, "MEMCPY_HOST_TO_DEVICE");
-      launch.local("copying from the host staging buffer",
-                   [&] { return cudaMemcpyAsync(buffer, host, bytes, cudaMemcpyHostToDevice, stream); });
+      const bool crosses = world.local_rank() == 0;
+      if (crosses) {
+        launch.local("copying the node's average to the host staging buffer",
+                     [&] { return cudaMemcpyAsync(host, buffer, bytes, cudaMemcpyDeviceToHost, stream); });
+      }
+      adasum_across_nodes(entries, response, layout, crosses ? host : nullptr, launch);
+      if (launch.ok()) {  // agreed: the same on every rank
+        if (crosses) {
+          nccl_.start_activity(entries, "MEMCPY_HOST_TO_DEVICE");
+          launch.local("copying from the host staging buffer",
+                       [&] { return cudaMemcpyAsync(buffer, host, bytes, cudaMemcpyHostToDevice, stream); });
+        }
+        switch_activity_on_stream(timeline, entries, "NCCL_BROADCAST", stream);
+        launch.collective("ncclBroadcast (the Adasum from local rank 0)", local, [&] {
+          return ncclBroadcast(buffer, buffer, layout.total, nccl_copy_datatype(dtype), 0, local, stream);
+        });
+      }
+      launch.collectives_done();  // the MPI op applied the postscale
     } else {
       launch.collectives_done();
       // On one node the cross-node step (Adasum of one vector) only applies the postscale.
@@ -206,7 +225,8 @@ class NcclAdasum final : public NcclOp {
   }
 
   // The whole-vector host step, in place on `host` (the node's average once the stream has run),
-  // as Adasum of one tensor per entry on world.cross(), with the response's postscale.
+  // as Adasum of one tensor per entry on world.cross(), with the response's postscale; a rank
+  // without `host` (not local rank 0) only waits for its part of the average, and agrees.
   void adasum_across_nodes(std::vector<TensorTableEntry>& entries, const Response& response,
                            const FusionLayout& layout, unsigned char* host, Launch& launch) {
     World& world = nccl_.world();
@@ -215,6 +235,10 @@ class NcclAdasum final : public NcclOp {
     nccl_.abort_before_host_step(entries, name_, launch);
     Timeline& timeline = nccl_.op_context().timeline;
     for (const auto& e : entries) timeline.activity_end(e.name);  // the stream has run the average
+    if (host == nullptr) {
+      agree_on_outcome(Status::ok(), launch);
+      return;
+    }
 
     std::vector<TensorTableEntry> staged(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i)

@@ -267,6 +267,8 @@ TEST_CASE("Adasum of device tensors: the node's average, then Adasum across the 
     REQUIRE((trace.find("NCCL_ADASUM_NODE_AVERAGE") != std::string::npos) == (on_nccl && !chunked));
     REQUIRE((trace.find("NCCL_REDUCESCATTER") != std::string::npos) == chunked);
     REQUIRE((trace.find("NCCL_ALLGATHER") != std::string::npos) == chunked);
+    // The whole vector across the nodes: local rank 0's result broadcast to the node.
+    REQUIRE((trace.find("NCCL_BROADCAST") != std::string::npos) == (on_nccl && !chunked && cross_size() > 1));
     // Staging (StagedMpiOp) copies every input to the host, the chunked NcclAdasum its chunk; on
     // one node NcclAdasum never copies.
     REQUIRE((trace.find("MEMCPY_DEVICE_TO_HOST") != std::string::npos) == (!on_nccl || chunked));
