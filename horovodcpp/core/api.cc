@@ -2,17 +2,12 @@
 // before anything is sent), then an enqueue on the one Runtime. Each tensor is checked and its
 // entry filled as its collective's traits say (core/submission.h); what is particular to one
 // collective (a broadcast's root in its set, an alltoall's splits) is checked here.
+// The runtime's lifecycle and the local queries are lifecycle.cc's.
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdlib>
-#include <exception>
-#include <memory>
-#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "core/backend.h"
-#include "core/introspection.h"
-#include "core/logging.h"
 #include "core/process_set_access.h"
 #include "core/runtime.h"
 #include "core/submission.h"
@@ -20,63 +15,6 @@
 
 namespace hvd {
 namespace {
-
-std::mutex g_mutex;
-std::unique_ptr<detail::Runtime> g_runtime;  // the one pointer behind hvd::init; set under g_mutex
-std::atomic<detail::Runtime*> g_published{nullptr};  // the same, for readers on any thread
-std::atomic<bool> g_shut_down{false};  // this rank called hvd::shutdown()
-detail::Runtime* g_abandoned = nullptr;  // a runtime left to a stuck background thread; never freed
-
-// Keeps the runtime alive for its stuck background thread (destroying it under that thread
-// would be a use-after-free), reachable so leak checkers do not count it.
-void abandon_runtime() { g_abandoned = g_runtime.release(); }
-
-// Lifecycle rules (README "Lifecycle"): local queries answer from hvd::init() until this rank's
-// own hvd::shutdown(), whatever happened to its peers; collectives need a running runtime.
-detail::Runtime& initialized_runtime(const std::string& caller) {
-  detail::Runtime* rt = g_published.load(std::memory_order_acquire);
-  if (rt == nullptr) throw Error(caller + ": horovodcpp is not initialized; call hvd::init() first");
-  if (g_shut_down.load())
-    throw Error(caller + ": horovodcpp has been shut down (call it between hvd::init() and hvd::shutdown())");
-  return *rt;
-}
-
-// A program that leaves without hvd::shutdown() (return from main, exit(), an uncaught
-// exception) shuts down here, so its peers learn which rank left instead of hanging, and the
-// background thread is gone before the statics it uses (the logger) are destroyed. Bounded:
-// a frozen peer must not hang the exit.
-constexpr std::chrono::seconds kExitShutdownLimit{10};
-
-void shut_down_at_exit() {
-  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
-  if (!lock.owns_lock() || !g_runtime || g_shut_down.load()) return;
-  g_shut_down = true;
-  if (!g_runtime->stop(kExitShutdownLimit)) abandon_runtime();
-}
-
-std::terminate_handler g_previous_terminate = nullptr;
-
-[[noreturn]] void shut_down_on_terminate() {
-  shut_down_at_exit();
-  if (g_previous_terminate != nullptr) g_previous_terminate();
-  std::abort();
-}
-
-void install_exit_handlers() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Registered after the logger exists, so it runs before the logger is destroyed.
-    detail::log_enabled(detail::LogLevel::Debug);
-    std::atexit(shut_down_at_exit);
-    g_previous_terminate = std::set_terminate(shut_down_on_terminate);
-  });
-}
-
-detail::Runtime& runtime(const std::string& caller) {
-  detail::Runtime& rt = initialized_runtime(caller);
-  if (!rt.running()) throw Error(caller + ": horovodcpp has stopped: " + rt.stop_reason());
-  return rt;
-}
 
 void check_name(const std::string& op, const std::string& name) {
   if (name.rfind("__hvd_", 0) == 0)
@@ -209,98 +147,8 @@ std::vector<detail::Request> group_members(detail::RequestType type, const std::
 
 }  // namespace
 
-namespace detail {
-Runtime& running_runtime(const std::string& caller) { return runtime(caller); }
-Runtime& initialized_runtime_for(const std::string& caller) { return initialized_runtime(caller); }
-}  // namespace detail
-
-void init() { init(std::vector<ProcessSet>{}); }
-
-void init(std::vector<ProcessSet> process_sets) {
-  std::vector<std::vector<int>> ranks;
-  for (const auto& set : process_sets) {
-    auto identity = detail::ProcessSetAccess::identity(set);
-    if (!identity) throw Error("hvd::init(process_sets): the global process set is always there; do not pass it");
-    if (identity->id.load() >= 0) throw Error("hvd::init(process_sets): " + set.describe() + " is already registered");
-    ranks.push_back(identity->ranks);
-  }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_shut_down.load())
-    throw Error("hvd::init() after hvd::shutdown() is not supported: MPI cannot be initialized twice in one process, "
-                "so a process runs hvd::init() ... hvd::shutdown() once");
-  if (g_runtime) {
-    if (g_runtime->running() && !process_sets.empty())
-      throw Error("hvd::init(process_sets): horovodcpp is already initialized; add sets with hvd::add_process_set()");
-    if (g_runtime->running()) return;  // a second hvd::init() is harmless, as in Horovod
-    throw Error("hvd::init(): the runtime has already stopped (" + g_runtime->stop_reason() +
-                ") and cannot be restarted in this process; call hvd::shutdown()");
-  }
-  auto rt = std::make_unique<detail::Runtime>(detail::read_settings_from_environment(), ranks);
-  install_exit_handlers();
-  rt->start();
-  // The runtime registered them in this order after the global set (id 0).
-  for (std::size_t i = 0; i < process_sets.size(); ++i)
-    detail::ProcessSetAccess::identity(process_sets[i])->id = static_cast<int>(i + 1);
-  g_runtime = std::move(rt);
-  g_published.store(g_runtime.get(), std::memory_order_release);
-}
-
-void shutdown() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_runtime) return;
-  g_shut_down = true;
-  if (!g_runtime->stop()) abandon_runtime();  // its background thread is stuck in MPI
-}
-
-// True from a successful hvd::init() until this rank's hvd::shutdown(), except after the runtime
-// failed (stall shutdown, lost peer): a peer's orderly shutdown is the normal end of a job and
-// leaves it true, so `if (hvd::is_initialized() && hvd::rank() == 0) save(...)` works.
-bool is_initialized() {
-  detail::Runtime* rt = g_published.load(std::memory_order_acquire);
-  return rt != nullptr && !g_shut_down.load() && !rt->failed();
-}
-
-int rank() { return initialized_runtime("hvd::rank()").topology().rank; }
-int size() { return initialized_runtime("hvd::size()").topology().size; }
-int local_rank() { return initialized_runtime("hvd::local_rank()").topology().local_rank; }
-int local_size() { return initialized_runtime("hvd::local_size()").topology().local_size; }
-int cross_rank() { return initialized_runtime("hvd::cross_rank()").topology().cross_rank; }
-int cross_size() { return initialized_runtime("hvd::cross_size()").topology().cross_size; }
-
-namespace detail {
-// Local snapshots, like rank(): they answer after a peer's shutdown stopped the runtime too (a
-// rank that reads them just after the last collective may find its peers gone already).
-ControllerStats controller_stats() {
-  return initialized_runtime("hvd::detail::controller_stats()").controller_stats();
-}
-TunableParameters tuned_parameters() {
-  return initialized_runtime("hvd::detail::tuned_parameters()").tuned_parameters();
-}
-bool autotune_decided() {
-  return initialized_runtime("hvd::detail::autotune_decided()").autotune_decided();
-}
-void request_parameters(const TunableParameters& p) {
-  initialized_runtime("hvd::detail::request_parameters()").request_parameters(p);
-}
-long background_thread_id() {
-  return initialized_runtime("hvd::detail::background_thread_id()").background_thread_id();
-}
-}  // namespace detail
-
-bool mpi_built() { return detail::compiled_features().mpi; }
-bool nccl_built() { return detail::compiled_features().nccl; }
-bool cuda_built() { return detail::compiled_features().cuda; }
-int nccl_version() { return detail::compiled_features().nccl_version; }
-
-SubmissionBatch::SubmissionBatch() { runtime("hvd::SubmissionBatch").begin_batch(); }
-
-// The runtime is never freed after init (only stopped), so the one that began the batch is here.
-SubmissionBatch::~SubmissionBatch() {
-  if (detail::Runtime* rt = g_published.load(std::memory_order_acquire)) rt->end_batch();
-}
-
 Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions& options, ReadyEventPtr ready) {
-  auto& rt = runtime("hvd::allreduce");
+  auto& rt = detail::running_runtime("hvd::allreduce");
   const std::string name = name_or_generated(rt, options.name, "allreduce", options.process_set);
   const int set = set_for(rt, options.process_set, "allreduce", name);
   auto submitted = with_output(std::move(input), std::move(output), std::move(ready));
@@ -314,7 +162,7 @@ Handle allreduce_async(TensorPtr input, TensorPtr output, const AllreduceOptions
 
 Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<TensorPtr> outputs,
                                const AllreduceOptions& options, std::vector<ReadyEventPtr> ready) {
-  auto& rt = runtime("hvd::grouped_allreduce");
+  auto& rt = detail::running_runtime("hvd::grouped_allreduce");
   const std::string group = name_or_generated(rt, options.name, "grouped_allreduce", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allreduce", group);
   std::vector<detail::TensorTableEntry> entries;
@@ -336,7 +184,7 @@ Handle grouped_allreduce_async(std::vector<TensorPtr> inputs, std::vector<Tensor
 
 Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
                                const AllgatherOptions& options, std::vector<ReadyEventPtr> ready) {
-  auto& rt = runtime("hvd::grouped_allgather");
+  auto& rt = detail::running_runtime("hvd::grouped_allgather");
   const std::string group = name_or_generated(rt, options.name, "grouped_allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_allgather", group);
   std::vector<detail::TensorTableEntry> entries;
@@ -354,7 +202,7 @@ Handle grouped_allgather_async(std::vector<TensorPtr> inputs, OutputAllocator al
 
 Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocator allocate_output,
                                    const ReducescatterOptions& options, std::vector<ReadyEventPtr> ready) {
-  auto& rt = runtime("hvd::grouped_reducescatter");
+  auto& rt = detail::running_runtime("hvd::grouped_reducescatter");
   const std::string group = name_or_generated(rt, options.name, "grouped_reducescatter", options.process_set);
   const int set = set_for(rt, options.process_set, "grouped_reducescatter", group);
   std::vector<detail::TensorTableEntry> entries;
@@ -373,7 +221,7 @@ Handle grouped_reducescatter_async(std::vector<TensorPtr> inputs, OutputAllocato
 
 Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const AllgatherOptions& options,
                        ReadyEventPtr ready) {
-  auto& rt = runtime("hvd::allgather");
+  auto& rt = detail::running_runtime("hvd::allgather");
   const std::string name = name_or_generated(rt, options.name, "allgather", options.process_set);
   const int set = set_for(rt, options.process_set, "allgather", name);
   detail::TensorTableEntry e;
@@ -385,7 +233,7 @@ Handle allgather_async(TensorPtr input, OutputAllocator allocate_output, const A
 }
 
 Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions& options, ReadyEventPtr ready) {
-  auto& rt = runtime("hvd::broadcast");
+  auto& rt = detail::running_runtime("hvd::broadcast");
   const std::string name = name_or_generated(rt, options.name, "broadcast", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "broadcast", name, &members);
@@ -410,7 +258,7 @@ Handle broadcast_async(TensorPtr input, TensorPtr output, const BroadcastOptions
 
 Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const AlltoallOptions& options,
                       ReadyEventPtr ready) {
-  auto& rt = runtime("hvd::alltoall");
+  auto& rt = detail::running_runtime("hvd::alltoall");
   const std::string name = name_or_generated(rt, options.name, "alltoall", options.process_set);
   std::vector<int> members;
   const int set = set_for(rt, options.process_set, "alltoall", name, &members);
@@ -445,7 +293,7 @@ Handle alltoall_async(TensorPtr input, OutputAllocator allocate_output, const Al
 
 Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, const ReducescatterOptions& options,
                            ReadyEventPtr ready) {
-  auto& rt = runtime("hvd::reducescatter");
+  auto& rt = detail::running_runtime("hvd::reducescatter");
   const std::string name = name_or_generated(rt, options.name, "reducescatter", options.process_set);
   const int set = set_for(rt, options.process_set, "reducescatter", name);
   auto submitted = allocating(std::move(input), std::move(allocate_output), std::move(ready));
@@ -458,7 +306,7 @@ Handle reducescatter_async(TensorPtr input, OutputAllocator allocate_output, con
 }
 
 Handle withdraw(const std::string& name, const std::string& reason, const ProcessSet& process_set) {
-  auto& rt = runtime("hvd::withdraw");
+  auto& rt = detail::running_runtime("hvd::withdraw");
   if (name.empty()) throw InvalidArgument("hvd::withdraw: the collective's name is empty");
   check_name("hvd::withdraw", name);
   const int set = set_for(rt, process_set, "hvd::withdraw", name);
@@ -466,7 +314,7 @@ Handle withdraw(const std::string& name, const std::string& reason, const Proces
 }
 
 void barrier(const ProcessSet& process_set) {
-  auto& rt = runtime("hvd::barrier()");
+  auto& rt = detail::running_runtime("hvd::barrier()");
   const int set = detail::resolve_process_set(rt, process_set, [] { return std::string("hvd::barrier()"); }, nullptr);
   // Barrier names count per set, so ranks that wait in different sets still agree on them.
   auto e = detail::checked_entry(detail::RequestType::Barrier, "hvd::barrier()",
@@ -477,7 +325,7 @@ void barrier(const ProcessSet& process_set) {
 }
 
 int join(const ProcessSet& process_set) {
-  auto& rt = runtime("hvd::join()");
+  auto& rt = detail::running_runtime("hvd::join()");
   const int set = detail::resolve_process_set(rt, process_set, [] { return std::string("hvd::join()"); }, nullptr);
   auto e = detail::checked_entry(detail::RequestType::Join, "hvd::join()", detail::kJoinTensorName, {});
   detail::Request r = detail::request_for(e);
@@ -487,18 +335,5 @@ int join(const ProcessSet& process_set) {
   Handle(state).wait();
   return state->join_result;
 }
-
-void start_timeline(const std::string& path, bool mark_cycles) {
-  if (path.empty()) throw InvalidArgument("hvd::start_timeline: the path is empty");
-  try {
-    runtime("hvd::start_timeline").start_timeline(path, mark_cycles);
-  } catch (const TimelineError& e) {
-    throw Error(e.what());  // the one exception type users catch
-  }
-}
-
-// Local, like the snapshots: a signal handler or the end of a program completes its file even
-// when a peer's shutdown has already stopped the collectives.
-void stop_timeline() { initialized_runtime("hvd::stop_timeline").timeline().stop(); }
 
 }  // namespace hvd

@@ -29,7 +29,7 @@ struct ProcessSetAccess {
   }
 };
 
-// The running runtime, or hvd::Error naming `caller` (defined in api.cc).
+// The running runtime, or hvd::Error naming `caller` (defined in lifecycle.cc).
 Runtime& running_runtime(const std::string& caller);
 // The runtime between hvd::init() and hvd::shutdown(), running or not.
 Runtime& initialized_runtime_for(const std::string& caller);
