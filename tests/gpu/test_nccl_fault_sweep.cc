@@ -3,7 +3,7 @@
 // communicators or stop the job; fault_sweep.sh runs them all (`--list` prints the cases).
 //   HVD_TEST_SWEEP_CASE=NAME mpiexec -np NP test_nccl_fault_sweep_emulated
 // runs one: a warm-up of the operation, then the fault armed on one rank, the operation, and the
-// same operation again (for a process set's, the world's). Every rank checks, without assuming
+// same operation again (for a process set's, the world's; or an alltoall). Every rank checks, without assuming
 // which path ran:
 //   - each operation ends within kBound on every rank (no hang; a rank that hangs says where);
 //   - an operation that failed names its tensor; one that succeeded has the closed form's result;
@@ -52,6 +52,7 @@ struct Case {
   bool last;  // the fault on the last rank, else on rank 0
   int np;
   Expect expect;
+  bool next_alltoall = false;  // the next operation an alltoall, else the case's own
 };
 
 // Kernel launches (Fault::Launch) each op makes, in order (the emulation counts the runtime's own
@@ -95,6 +96,8 @@ const Case kCases[] = {
     {"hierarchical:launch:2", Op::Hierarchical, Fault::Launch, 2, false, 4, Expect::Own},
     {"hierarchical:call:1", Op::Hierarchical, Fault::Call, 1, false, 4, Expect::Every},
     {"hierarchical:call:2", Op::Hierarchical, Fault::Call, 2, true, 4, Expect::Either},
+    // After one node failed, the other's next alltoall exchanges splits with it on the host.
+    {"hierarchical:call:2>alltoall", Op::Hierarchical, Fault::Call, 2, true, 4, Expect::Either, true},
     {"hierarchical:async:1", Op::Hierarchical, Fault::Async, 1, true, 4, Expect::Every},
     {"hierarchical:async:2", Op::Hierarchical, Fault::Async, 2, false, 4, Expect::Either},
     {"adasum:launch:1", Op::Adasum, Fault::Launch, 1, false, 4, Expect::Every},
@@ -359,7 +362,7 @@ void run_case(const Case& c) {
   g_allocator = test::device_allocator();
   // The next operation (for a process set's, the world's): on every rank, right or failing
   // saying which; right everywhere when the job is usable by design.
-  const std::string after = attempt(c.op, name + ".next", ProcessSet{}, name);
+  const std::string after = attempt(c.next_alltoall ? Op::Alltoall : c.op, name + ".next", ProcessSet{}, name);
   if (c.expect == Expect::Own) check(after.empty(), "the operation after " + name + " failed");
 }
 
