@@ -33,6 +33,12 @@ std::string NcclContext::failure() const {
   return failure_;
 }
 
+std::string NcclContext::aborted_error() const {
+  const std::string why = failure();
+  if (why.empty()) return {};
+  return "the NCCL communicators of this process were aborted after an earlier failure (" + why + ")";
+}
+
 ncclResult_t NcclContext::settle(ncclComm_t comm) {
   const auto start = Clock::now();
   for (;;) {
@@ -46,8 +52,7 @@ ncclResult_t NcclContext::settle(ncclComm_t comm) {
   }
 }
 
-// See Note [Bounded NCCL communicator lifecycle].
-ncclComm_t NcclContext::create_comm(const Communicator& group) {
+ncclUniqueId NcclContext::share_unique_id(const Communicator& group) {
   ncclUniqueId id{};
   if (group.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
@@ -61,6 +66,12 @@ ncclComm_t NcclContext::create_comm(const Communicator& group) {
     throw NcclFailure("the NCCL unique id from the group's rank 0 has " + std::to_string(sent.size()) + " bytes, not " +
                       std::to_string(sizeof(id)));
   std::memcpy(&id, sent.data(), sizeof(id));
+  return id;
+}
+
+// See Note [Bounded NCCL communicator lifecycle].
+ncclComm_t NcclContext::create_comm(const Communicator& group) {
+  const ncclUniqueId id = share_unique_id(group);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -86,6 +97,11 @@ ncclComm_t NcclContext::comm_for(const Communicator& group) {
     std::lock_guard<std::mutex> lock(comms_mutex_);
     auto it = comms_.find(group.id());
     if (it != comms_.end()) return it->second;
+    if (failed_.load() && aborted_groups_.count(group.id()) != 0) return nullptr;
+  }
+  if (failed_.load()) {  // Note [An aborted rank still takes part in the host steps]
+    share_unique_id(group);
+    throw NcclGroupFailure(aborted_error());
   }
   ncclComm_t comm = create_comm(group);
   std::lock_guard<std::mutex> lock(comms_mutex_);
@@ -134,6 +150,7 @@ void NcclContext::abort_all(const std::string& why) {
     std::lock_guard<std::mutex> lock(comms_mutex_);
     if (!failed_.load()) failure_ = why;
     failed_ = true;
+    for (const auto& [id, comm] : comms_) aborted_groups_.insert(id);
     comms.swap(comms_);
   }
   for (const auto& [id, comm] : comms) ncclCommAbort(comm);
@@ -199,6 +216,7 @@ void NcclContext::forget(const Communicator& group) {
   ncclComm_t comm = nullptr;
   {
     std::lock_guard<std::mutex> lock(comms_mutex_);
+    aborted_groups_.erase(group.id());  // a later group with this id is created anew
     auto it = comms_.find(group.id());
     if (it == comms_.end()) return;
     comm = it->second;

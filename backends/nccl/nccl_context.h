@@ -19,6 +19,18 @@
 // logs a warning and goes on). Any NCCL call on such a communicator may return ncclInProgress;
 // it is settled the same way before the next call.
 //
+// Note [An aborted rank still takes part in the host steps]
+// After its communicators were aborted, a rank's GPU ops still fail, but not before the steps
+// they share with their peers on the host: creating a communicator (the unique id through the
+// control channel), the alltoall split exchange, the cross-node steps of hierarchical allreduce
+// and device Adasum. A peer whose own communicators still work (on another node, outside the
+// process set that failed, or not told yet) runs those steps and would wait in them for this rank
+// forever, or pair its next control message with another (found by test_nccl_fault_sweep_emulated).
+// So the op runs its plan as usual, with nothing put on the stream (Launch starts failed): a
+// group whose communicator this rank had gets nullptr, as its peers still have one; for any
+// other, the peers are creating it, so this rank sends or receives the unique id and fails the
+// op as they will when it never joins (NcclGroupFailure, within HOROVOD_START_TIMEOUT).
+//
 // Note [One thread operates the communicators]
 // NCCL allows one thread at a time per communicator. The background thread holds use() for the
 // whole of an op; the finalizer takes it to abort the communicators after an asynchronous error,
@@ -32,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,10 +66,13 @@ class NcclContext {
   std::unique_lock<std::mutex> use() { return std::unique_lock<std::mutex>(use_mutex_); }
   // Why the communicators were aborted; empty while they were not. Any thread.
   std::string failure() const;
+  // The error of an op after the communicators were aborted; empty while they were not.
+  std::string aborted_error() const;
 
   // Binds this process to `device` on first use and returns `group`'s communicator, created on
   // its first use; later calls check the device is the same (one device per process).
-  // Throws NcclFailure. Caller holds use().
+  // After an abort: nullptr, or NcclGroupFailure (Note [An aborted rank still takes part in the
+  // host steps]). Throws NcclFailure. Caller holds use().
   ncclComm_t prepare(int device, const Communicator& group);
   // The communicator among the ranks of this node; created on first use. Throws.
   ncclComm_t local_comm();
@@ -104,6 +120,7 @@ class NcclContext {
   std::string label(const std::vector<TensorTableEntry>& entries, const char* op_name) const;
   ncclComm_t comm_for(const Communicator& group);  // created on first use
   ncclComm_t create_comm(const Communicator& group);
+  ncclUniqueId share_unique_id(const Communicator& group);  // through the group's control channel
   // Finalizes within the bound and destroys; aborts instead after an error or the bound.
   void release(const std::map<int, ncclComm_t>& comms);
   std::string async_error() const;
@@ -117,6 +134,7 @@ class NcclContext {
   std::mutex use_mutex_;
   mutable std::mutex comms_mutex_;      // the finalizer reads comms_ for asynchronous errors
   std::map<int, ncclComm_t> comms_;     // by Communicator::id()
+  std::set<int> aborted_groups_;        // ids whose communicators abort_all() aborted
   std::string failure_;                 // under comms_mutex_
   std::atomic<bool> failed_{false};
   DeviceFusionBuffer fusion_;

@@ -5,6 +5,11 @@
 
 namespace hvd::detail {
 
+Launch::Launch(NcclContext& nccl) : nccl_(nccl) {
+  error_ = nccl_.aborted_error();
+  shared_ = !error_.empty();
+}
+
 void Launch::fail(const std::string& error) {
   if (!ok()) return;
   error_ = error;

@@ -17,8 +17,9 @@
 // only after the stream got there. A failure before the last collective (a kernel that did not
 // launch, an NCCL call that failed) concerns every rank: the peers' collective would wait for
 // this rank or reduce its garbage, so the communicators are aborted (NcclContext::abort_all) and
-// every later GPU op fails at once. A failure after the last collective (copying out, postscale)
-// concerns this rank's outputs only: the communicators stay.
+// every later GPU op fails, enqueueing nothing (Note [An aborted rank still takes part in the
+// host steps]). A failure after the last collective (copying out, postscale) concerns this
+// rank's outputs only: the communicators stay.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,7 +33,9 @@ class NcclContext;
 
 class Launch {
  public:
-  explicit Launch(NcclContext& nccl) : nccl_(nccl) {}
+  // Starts failed after the communicators were aborted: the op still runs its host steps (Note
+  // [An aborted rank still takes part in the host steps]) but enqueues nothing.
+  explicit Launch(NcclContext& nccl);
 
   // Work of this rank alone: copies, scaling, memsets.
   template <class F>

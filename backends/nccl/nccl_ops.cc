@@ -98,12 +98,8 @@ Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& r
   std::string names;
   for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
   auto lock = nccl_.use();
-  const std::string failure = nccl_.failure();
-  if (!failure.empty()) {
-    return Status::error(std::string("NCCL ") + name_ + " of [" + names +
-                         "] failed: the NCCL communicators of this process were aborted after an earlier failure (" +
-                         failure + ")");
-  }
+  // After an abort the op still runs, enqueueing nothing, and fails (Note [An aborted rank still
+  // takes part in the host steps]).
   try {
     return run(entries, response, group);
   } catch (const NcclGroupFailure& e) {  // the plan only, and every rank of the group alike
