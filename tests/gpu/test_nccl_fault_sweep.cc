@@ -39,7 +39,8 @@ namespace {
 constexpr auto kBound = std::chrono::seconds(20);
 
 enum class Op {
-  Allreduce, Fused, Allgather, AllgatherUneven, Broadcast, Alltoall, Reducescatter, Hierarchical, Adasum, Set
+  Allreduce, Fused, Allgather, AllgatherUneven, Broadcast, Alltoall, Reducescatter, Hierarchical, Adasum,
+  AdasumWhole, Set
 };
 enum class Fault { Launch, Call, Async, Alloc };
 enum class Expect { Every, Own, Either };
@@ -106,6 +107,12 @@ const Case kCases[] = {
     {"adasum:call:2", Op::Adasum, Fault::Call, 2, false, 4, Expect::Either},
     {"adasum:async:1", Op::Adasum, Fault::Async, 1, false, 4, Expect::Every},
     {"adasum:async:2", Op::Adasum, Fault::Async, 2, true, 4, Expect::Either},
+    // 2 nodes x 3 ranks: local rank 0 takes the whole vector across the nodes, then ncclBroadcast
+    // (NCCL call and operation 2) hands it to the node.
+    {"adasum-whole:launch:1", Op::AdasumWhole, Fault::Launch, 1, true, 6, Expect::Every},
+    {"adasum-whole:launch:2", Op::AdasumWhole, Fault::Launch, 2, false, 6, Expect::Own},
+    {"adasum-whole:call:2", Op::AdasumWhole, Fault::Call, 2, true, 6, Expect::Either},
+    {"adasum-whole:async:1", Op::AdasumWhole, Fault::Async, 1, false, 6, Expect::Every},
     {"set:launch:1", Op::Set, Fault::Launch, 1, true, 4, Expect::Every},
     {"set:launch:2", Op::Set, Fault::Launch, 2, true, 4, Expect::Own},
     {"set:call:1", Op::Set, Fault::Call, 1, true, 4, Expect::Every},
@@ -116,6 +123,7 @@ const char* kind_env(Op op) {
   switch (op) {
     case Op::Hierarchical: return "HVD_TEST_FAKE_LOCAL_SIZE=2 HOROVOD_HIERARCHICAL_ALLREDUCE=1";
     case Op::Adasum: return "HVD_TEST_FAKE_LOCAL_SIZE=2";
+    case Op::AdasumWhole: return "HVD_TEST_FAKE_LOCAL_SIZE=3";
     case Op::Set: return "HOROVOD_DYNAMIC_PROCESS_SETS=1";
     default: return "";
   }
@@ -262,14 +270,16 @@ Run start(Op op, const std::string& name, const ProcessSet& set) {
                 return compare(download(h.outputs().at(0)), want, "reducescatter");
               }};
     }
-    case Op::Adasum: {
+    case Op::Adasum:
+    case Op::AdasumWhole: {
       // Node k's ranks are nonzero only where i % 2 == k: the two nodes' averages are
-      // orthogonal, so their Adasum is their sum, exactly: 1.5 * pattern everywhere.
+      // orthogonal, so their Adasum is their sum, exactly: (local_size + 1) / 2 * pattern everywhere.
       const int node = me / local_size(), local = me % local_size();
+      const double mean = (local_size() + 1) / 2.0;
       auto t = device_tensor({48}, [&](std::int64_t i) { return i % 2 == node ? (local + 1) * pattern(i) : 0.0; });
-      return {allreduce_async(t, t, {ReduceOp::Adasum, name}), name, [t] {
+      return {allreduce_async(t, t, {ReduceOp::Adasum, name}), name, [t, mean] {
                 std::vector<double> want(48);
-                for (int i = 0; i < 48; ++i) want[i] = 1.5 * pattern(i);
+                for (int i = 0; i < 48; ++i) want[i] = mean * pattern(i);
                 return compare(download(t), want, "Adasum");
               }};
     }
