@@ -167,9 +167,7 @@ class NcclAdasum final : public NcclOp {
     switch_activity_on_stream(timeline, entries, "MEMCPY_DEVICE_TO_HOST", stream);
     launch.local("copying this rank's chunk of the node's average to the host staging buffer",
                  [&] { return cudaMemcpyAsync(host, slice, chunk * esize, cudaMemcpyDeviceToHost, stream); });
-    std::string error;
-    if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the node's average: " + error);
-    nccl_.abort_before_host_step(entries, name_, launch);
+    nccl_.finish_node_step(entries, name_, launch, "the node's average");
     for (const auto& e : entries) timeline.activity_end(e.name);  // the stream has run the copy
 
     // Each tensor's piece of [lo, lo + chunk), possibly empty.
@@ -179,10 +177,7 @@ class NcclAdasum final : public NcclOp {
       const std::int64_t to = std::clamp(layout.offsets[i] + entries[i].input->num_elements(), lo, lo + chunk);
       staged[i] = host_entry(entries[i], host + (from - lo) * esize, dtype, TensorShape{to - from});
     }
-    Response across = response;
-    across.device = kCpuDevice;
-    across.prescale_factor = 1.0;  // applied before the average
-    const Status adasum = run_mpi_op_on_host(registry_, staged, across, node_major);
+    const Status adasum = adasum_on_host(staged, response, node_major);
     agree_on_outcome(adasum, launch);
     if (!launch.ok()) {
       // The same on every rank (agreed): none enters the allgather.
@@ -230,9 +225,7 @@ class NcclAdasum final : public NcclOp {
   void adasum_across_nodes(std::vector<TensorTableEntry>& entries, const Response& response,
                            const FusionLayout& layout, unsigned char* host, Launch& launch) {
     World& world = nccl_.world();
-    std::string error;
-    if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the node's average: " + error);
-    nccl_.abort_before_host_step(entries, name_, launch);
+    nccl_.finish_node_step(entries, name_, launch, "the node's average");
     Timeline& timeline = nccl_.op_context().timeline;
     for (const auto& e : entries) timeline.activity_end(e.name);  // the stream has run the average
     if (host == nullptr) {
@@ -244,11 +237,17 @@ class NcclAdasum final : public NcclOp {
     for (std::size_t i = 0; i < entries.size(); ++i)
       staged[i] = host_entry(entries[i], host + layout.offsets[i] * dtype_size(response.dtype), response.dtype,
                              entries[i].input->shape());
+    const Status adasum = adasum_on_host(staged, response, world.cross());
+    agree_on_outcome(adasum, launch);
+  }
+
+  // The MPI backend's Adasum of `staged` (host stand-ins, host_entry) on `group`, with the
+  // response's postscale; its prescale was applied before the average.
+  Status adasum_on_host(std::vector<TensorTableEntry>& staged, const Response& response, const Communicator& group) {
     Response across = response;
     across.device = kCpuDevice;
-    across.prescale_factor = 1.0;  // applied before the average
-    const Status adasum = run_mpi_op_on_host(registry_, staged, across, world.cross());
-    agree_on_outcome(adasum, launch);
+    across.prescale_factor = 1.0;
+    return run_mpi_op_on_host(registry_, staged, across, group);
   }
 
   // `e`'s stand-in for the MPI op: `shape` at `data` in host memory, reduced in place.

@@ -273,8 +273,10 @@ std::string NcclContext::label(const std::vector<TensorTableEntry>& entries, con
   return std::string("NCCL ") + op_name + " of [" + names + "] on rank " + std::to_string(world_.rank());
 }
 
-void NcclContext::abort_before_host_step(const std::vector<TensorTableEntry>& entries, const char* op_name,
-                                         const Launch& launch) {
+void NcclContext::finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,
+                                   const char* waiting_for) {
+  std::string error;
+  if (launch.ok() && !wait_stream(&error)) launch.fail(std::string("waiting for ") + waiting_for + ": " + error);
   if (launch.shared_failure()) abort_all(label(entries, op_name) + " failed: " + launch.error());
 }
 

@@ -102,11 +102,13 @@ class NcclContext {
   // Note [Errors after NCCL work was enqueued].
   Status finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch);
   // Before a host step that every rank joins (hierarchical allreduce, device Adasum across
-  // nodes): a failure of this rank's NCCL part that concerns its peers aborts the communicators
-  // now rather than in finish_async(). A node peer may be waiting in a collective for this rank;
-  // the abort ends its wait, so it reaches the host step too instead of each waiting for the other.
-  void abort_before_host_step(const std::vector<TensorTableEntry>& entries, const char* op_name,
-                              const Launch& launch);
+  // nodes): waits until the stream has run this rank's node step (`waiting_for` names it in the
+  // error). Then a failure of this rank's NCCL part that concerns its peers aborts the
+  // communicators now rather than in finish_async(). A node peer may be waiting in a collective
+  // for this rank; the abort ends its wait, so it reaches the host step too instead of each
+  // waiting for the other.
+  void finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,
+                        const char* waiting_for);
   // Aborts every communicator; later ops fail at once with `why`. Caller holds use().
   void abort_all(const std::string& why);
 

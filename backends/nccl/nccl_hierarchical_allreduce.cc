@@ -91,9 +91,7 @@ class NcclHierarchicalAllreduce final : public NcclOp {
                       [&] { return ncclReduceScatter(work, slice, chunk, work_type, plan.op, local, stream); });
     launch.local("copying to the host staging buffer",
                  [&] { return cudaMemcpyAsync(host, slice, chunk * wsize, cudaMemcpyDeviceToHost, stream); });
-    std::string error;
-    if (launch.ok() && !nccl_.wait_stream(&error)) launch.fail("waiting for the intra-node reduce-scatter: " + error);
-    nccl_.abort_before_host_step(entries, name_, launch);
+    nccl_.finish_node_step(entries, name_, launch, "the intra-node reduce-scatter");
     // The host steps are collectives of every rank: they run whatever happened here, and the
     // ranks agree on whether any of them failed, so no rank reports a result that another
     // rank's garbage went into (see Note [Errors after NCCL work was enqueued]).

@@ -95,8 +95,8 @@ std::unique_ptr<CollectiveOp> make_staged_mpi_op(const OpRegistry& registry, OpC
 Status run_mpi_op_on_host(const OpRegistry& registry, std::vector<TensorTableEntry>& entries,
                           const Response& response, const Communicator& group);
 // Adasum of device tensors: the node's average on NCCL, then Adasum across the nodes on the host,
-// in chunks where it can (nccl_adasum.cc). adasum_averages_within_node says when it, not the staged op, runs Adasum; see
-// Note [Adasum of device tensors averages within the node].
+// in chunks where it can (nccl_adasum.cc). adasum_averages_within_node says when it, not the
+// staged op, runs Adasum; see Note [Adasum of device tensors averages within the node].
 std::unique_ptr<CollectiveOp> make_nccl_adasum(NcclContext& nccl, const OpRegistry& registry);
 bool adasum_averages_within_node(const Response& response, const Communicator& group, const OpContext& context);
 

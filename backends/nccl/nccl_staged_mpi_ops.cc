@@ -70,7 +70,6 @@ class StagedMpiOp final : public CollectiveOp {
   }
 
  private:
-
   // A host twin of the entry: its input copied once ready, an output where the op writes one.
   TensorTableEntry to_host(TensorTableEntry& e) {
     TensorTableEntry h;
