@@ -85,6 +85,10 @@ bool Executor::run(const ResponseList& list, ProcessSetState& set, std::string* 
                                   : std::string(response_type_name(current->type)) + " of " +
                                         joined_names(current->names) + " failed on rank " + std::to_string(rank_) +
                                         ": " + e.what();
+    // Submissions are refused before the handles wake: the caller's next op, submitted between
+    // this and the runtime's stop, would otherwise be taken in and fail as shut down rather
+    // than refused as stopped.
+    queue_.refuse_adds("horovodcpp has stopped: " + *failure);
     for (auto& entry : entries)
       if (entry.handle) entry.handle->fail_all(Status::error(*failure));
     return false;

@@ -144,6 +144,12 @@ bool TensorQueue::has_entries(std::int32_t process_set_id) const {
   return std::any_of(table_.begin(), table_.end(), [&](const auto& kv) { return kv.first.first == process_set_id; });
 }
 
+void TensorQueue::refuse_adds(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  closed_reason_ = reason;
+}
+
 std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;

@@ -52,6 +52,8 @@ class TensorQueue {
   std::vector<TensorTableEntry> take(const std::vector<std::string>& names, std::int32_t process_set_id = 0);
   // Whether any entry of that set is in flight.
   bool has_entries(std::int32_t process_set_id) const;
+  // Refuses further adds with `reason`; the entries in flight stay for close().
+  void refuse_adds(const std::string& reason);
   // Refuses further adds with `reason` and returns every entry still in flight.
   std::vector<TensorTableEntry> close(const std::string& reason);
 

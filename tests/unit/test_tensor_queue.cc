@@ -167,3 +167,16 @@ TEST_CASE("closing returns every entry by set and name, and refuses later adds",
   CHECK_FALSE(queue.has_waiting_requests());
   CHECK(queue.add({entry("late", 0)}, {}) == std::optional<std::string>("stopped for the test"));
 }
+
+// The executor's stop (Note [An exception in the executor stops every rank]): the queue refuses
+// adds before the failed op's handles wake, and the runtime's stop later takes what was in flight.
+TEST_CASE("refusing adds keeps the entries in flight for the close", "[tensor_queue]") {
+  TensorQueue queue;
+  REQUIRE_FALSE(queue.add({entry("in.flight", 0)}, {request("in.flight")}).has_value());
+  queue.refuse_adds("horovodcpp has stopped: the reason");
+  CHECK(queue.add({entry("late", 0)}, {request("late")}) ==
+        std::optional<std::string>("horovodcpp has stopped: the reason"));
+  const auto left = queue.close("horovodcpp has stopped: the reason");
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].name == "in.flight");
+}
