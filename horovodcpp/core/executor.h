@@ -11,10 +11,12 @@
 // (an MPI error, a size beyond MPI's counts). An exception (an output allocator out of memory, a
 // backend that throws) leaves the response at an unknown point on this rank alone: the others may
 // already wait inside its collective, and a later collective this rank issued on the same
-// communicator could be matched with theirs (wrong data). So this rank runs nothing more: the
-// response's tensors fail here with the reason, the rank stops (Cycle, Runtime), and its watchdog
-// tells every other rank over the liveness channel, whose watchdogs end their collectives with
-// it. No negotiation round reaches a rank blocked inside a collective; the liveness channel does.
+// communicator could be matched with theirs (wrong data). So this rank runs nothing more: its
+// queue refuses new submissions, then the response's tensors fail here with the reason (in that
+// order: a caller woken by the failure must find the job stopped), the rank stops (Cycle,
+// Runtime), and its watchdog tells every other rank over the liveness channel, whose watchdogs
+// end their collectives with it. No negotiation round reaches a rank blocked inside a
+// collective; the liveness channel does.
 #pragma once
 
 #include <atomic>
