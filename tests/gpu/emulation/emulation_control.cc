@@ -31,6 +31,7 @@ struct Armed {
 
 Armed g_launch, g_nccl_call, g_async, g_init;
 std::atomic<bool> g_finalize_stalls{false};
+std::atomic<int> g_read_hold_ms{0};
 
 }  // namespace
 
@@ -45,6 +46,8 @@ ncclResult_t take_nccl_call_fault() { return static_cast<ncclResult_t>(g_nccl_ca
 ncclResult_t take_async_fault() { return static_cast<ncclResult_t>(g_async.take()); }
 bool take_init_stall() { return g_init.take() != 0; }
 bool finalize_stalls() { return g_finalize_stalls; }
+void hold_next_read(int milliseconds) { g_read_hold_ms = milliseconds; }
+int take_read_hold() { return g_read_hold_ms.exchange(0); }
 
 cudaError_t sleep_on_stream(cudaStream_t handle, int milliseconds) {
   auto stream = resolve_stream(handle);

@@ -24,6 +24,9 @@ void stall_comm_init(int nth);
 void stall_finalize();
 // A kernel that keeps `stream` busy for `milliseconds` (what a slow producer does).
 cudaError_t sleep_on_stream(cudaStream_t stream, int milliseconds);
+// The next NCCL operation this process runs waits `milliseconds` after every rank has posted its
+// part, before reading theirs (a GPU behind its peers, who are done with the operation by then).
+void hold_next_read(int milliseconds);
 
 // For the emulation itself.
 cudaError_t take_kernel_launch_fault();
@@ -31,5 +34,6 @@ ncclResult_t take_nccl_call_fault();
 ncclResult_t take_async_fault();
 bool take_init_stall();
 bool finalize_stalls();
+int take_read_hold();  // milliseconds, 0 when none is armed
 
 }  // namespace hvd::emu

@@ -1,9 +1,11 @@
 // Executing emulated NCCL operations on the stream's thread: post this rank's contribution,
 // wait for every rank's, check that all enqueued the same collectives (a mismatch hangs, as on a
 // GPU, after saying what differed), and compute this rank's outputs.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 
 #include "tests/gpu/emulation/device_memory.h"
@@ -332,6 +334,7 @@ void run_operation(const std::shared_ptr<CommState>& comm, std::uint32_t seq, co
   }
   comm->link->post(seq, total);
   if (!comm->link->wait_posted(seq, stop, problem)) return;
+  if (const int hold = take_read_hold(); hold > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold));
 
   std::vector<Post> posts(static_cast<std::size_t>(comm->nranks));
   for (int r = 0; r < comm->nranks; ++r) {

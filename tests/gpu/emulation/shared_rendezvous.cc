@@ -170,6 +170,7 @@ std::string SharedRendezvous::open(const std::string& creator, const std::string
 }
 
 SharedRendezvous::~SharedRendezvous() {
+  if (header_ != nullptr) let_peers_read_last_post();
   for (auto& m : mappings_)
     if (m.data != nullptr) munmap(m.data, m.size);
   for (std::uint32_t g : own_generations_) shm_unlink(data_name(rank_, g).c_str());
@@ -293,6 +294,30 @@ bool SharedRendezvous::wait_posted(std::uint32_t seq, const Stop& stop, const Pr
         return true;
       },
       stop, problem, [&] { return "every rank to post operation " + std::to_string(seq) + " (missing: " + missing(seq) + ")"; });
+}
+
+// A peer maps a post only once every rank has posted, so it may still need this rank's last one
+// when this rank is destroyed or aborts right after its own part of the operation (as a GPU's
+// would be done with it). The name stays until every peer has read the post, or aborted, or is
+// gone: within a bound, as a peer stuck elsewhere never reads it.
+void SharedRendezvous::let_peers_read_last_post() {
+  const std::uint32_t last = header_->slots[rank_].posted.load();
+  if (last == 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  wait(
+      [&] {
+        for (int r = 0; r < nranks_; ++r) {
+          if (r == rank_) continue;
+          const Slot& slot = header_->slots[r];
+          if (slot.consumed.load() >= last || slot.aborted.load() != 0) continue;
+          const int pid = slot.pid.load();
+          if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) continue;
+          return false;
+        }
+        return true;
+      },
+      [&] { return std::chrono::steady_clock::now() > until; }, nullptr,
+      [&] { return "every rank to read this rank's operation " + std::to_string(last); });
 }
 
 const unsigned char* SharedRendezvous::peer_post(int rank, std::size_t* bytes) {

@@ -80,6 +80,7 @@ class SharedRendezvous {
             const std::function<std::string()>& what);
   void wake();
   std::string check_peers();
+  void let_peers_read_last_post();  // before this rank's data segments are unlinked
   std::string data_name(int rank, std::uint32_t generation) const;
 
   std::string key_;

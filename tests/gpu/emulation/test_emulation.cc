@@ -1,8 +1,8 @@
 // The emulated CUDA runtime and NCCL themselves (np=2, no horovodcpp): what the GPU tests rely on
 // it to model. Streams are ordered only by events, a stream-ordered free poisons in stream order,
 // NCCL refuses host and foreign-device pointers, collectives give their closed forms across
-// processes, nonblocking communicators go through ncclInProgress, and a peer's abort reaches a
-// waiting rank as ncclRemoteError.
+// processes, nonblocking communicators go through ncclInProgress, a peer's abort reaches a
+// waiting rank as ncclRemoteError, and a rank's part of an operation outlives its abort.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
@@ -177,6 +177,27 @@ TEST_CASE("a nonblocking communicator, and a peer's abort seen as ncclRemoteErro
     REQUIRE(state == ncclSuccess);
     ok(ncclCommDestroy(comm));
   }
+  ok(cudaFree(x));
+  ok(cudaStreamDestroy(s));
+}
+
+// On a GPU a rank that is done with its part of a collective may abort (or destroy) its
+// communicator while a slower peer still completes the operation. Here the peer reads this rank's
+// part from shared memory only after the abort: it must still be there, and the sum right.
+TEST_CASE("a rank that aborts right after its part of an operation leaves it readable to a slower peer") {
+  if (g_size < 2) return;
+  ncclComm_t comm = make_comm(true);
+  cudaStream_t s;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* x;
+  ok(cudaMalloc(reinterpret_cast<void**>(&x), 16));
+  upload(x, {1, 2, 3, 4});
+  if (g_rank == 0) hvd::emu::hold_next_read(300);
+  ok(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, s));
+  ok(cudaStreamSynchronize(s));
+  if (g_rank != 0) ok(ncclCommAbort(comm));  // rank 0 has not read this rank's part yet
+  CHECK(download(x, 4) == std::vector<float>{1.0f * g_size, 2.0f * g_size, 3.0f * g_size, 4.0f * g_size});
+  if (g_rank == 0) ok(ncclCommAbort(comm));
   ok(cudaFree(x));
   ok(cudaStreamDestroy(s));
 }
