@@ -23,10 +23,13 @@
 //   of the communicator through shared memory (/dev/shm/hvdemu-*, HVD_EMU_SHM_PREFIX in place of
 //   hvdemu; see Note [Reclaiming the emulation's shared memory]). Ranks that enqueue different
 //   collectives hang, as on a GPU, after printing what each rank enqueued; a test fails by its
-//   timeout. A peer that aborts its communicator or exits turns into ncclRemoteError.
+//   timeout. A peer that aborts its communicator or exits turns into ncclRemoteError; one that
+//   aborts once done with its part of an operation leaves that part to the slower ranks, as a
+//   GPU's transfer would have.
 // - Errors can be injected (emulation_control.h): a failing kernel launch or NCCL call, an
 //   asynchronous NCCL error (the operation then hangs until ncclCommAbort), a communicator
-//   whose init or finalize never completes on this process.
+//   whose init or finalize never completes on this process, a rank slow to read its peers'
+//   parts.
 // What it cannot check: real NCCL and its algorithms, kernels on silicon, the caching allocator,
 // memory consistency beyond what the host gives, timing.
 #pragma once
