@@ -267,10 +267,14 @@ void NcclContext::start_activity(const std::vector<TensorTableEntry>& entries, c
   for (const auto& entry : entries) context_.timeline.activity_start(entry.name, activity);
 }
 
-std::string NcclContext::label(const std::vector<TensorTableEntry>& entries, const char* op_name) const {
+std::string entry_names(const std::vector<TensorTableEntry>& entries) {
   std::string names;
   for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
-  return std::string("NCCL ") + op_name + " of [" + names + "] on rank " + std::to_string(world_.rank());
+  return names;
+}
+
+std::string NcclContext::label(const std::vector<TensorTableEntry>& entries, const char* op_name) const {
+  return std::string("NCCL ") + op_name + " of [" + entry_names(entries) + "] on rank " + std::to_string(world_.rank());
 }
 
 void NcclContext::finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,

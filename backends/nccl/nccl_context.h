@@ -55,6 +55,9 @@
 
 namespace hvd::detail {
 
+// The entries' names, "a, b", for the NCCL ops' messages.
+std::string entry_names(const std::vector<TensorTableEntry>& entries);
+
 class NcclContext {
  public:
   NcclContext(World& world, OpContext& context);

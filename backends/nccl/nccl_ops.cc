@@ -95,15 +95,13 @@ ncclComm_t NcclOp::prepare(const std::vector<TensorTableEntry>& entries, const R
 
 Status NcclOp::execute(std::vector<TensorTableEntry>& entries, const Response& response,
                        const Communicator& group) {
-  std::string names;
-  for (const auto& entry : entries) names += (names.empty() ? "" : ", ") + entry.name;
   auto lock = nccl_.use();
   // After an abort the op still runs, enqueueing nothing, and fails (Note [An aborted rank still
   // takes part in the host steps]).
   try {
     return run(entries, response, group);
   } catch (const NcclGroupFailure& e) {  // the plan only, and every rank of the group alike
-    return Status::error(std::string("NCCL ") + name_ + " of [" + names + "] failed: " + e.what());
+    return Status::error(std::string("NCCL ") + name_ + " of [" + entry_names(entries) + "] failed: " + e.what());
   }
   // Any other exception of the plan may be this rank's alone: it stops the job (nccl_errors.h).
 }

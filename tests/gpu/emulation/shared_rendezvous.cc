@@ -190,14 +190,20 @@ void SharedRendezvous::wake() {
   futex_wake(&header_->futex);
 }
 
+std::string SharedRendezvous::peer_gone(int r) const {
+  const Slot& slot = header_->slots[r];
+  if (slot.aborted.load() != 0) return "rank " + std::to_string(r) + " aborted its communicator (ncclCommAbort)";
+  const int pid = slot.pid.load();
+  if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+    return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") exited";
+  return {};
+}
+
 std::string SharedRendezvous::check_peers() {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    Slot& slot = header_->slots[r];
-    if (slot.aborted.load() != 0) return "rank " + std::to_string(r) + " aborted its communicator (ncclCommAbort)";
-    const int pid = slot.pid.load();
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
-      return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") exited";
+    std::string gone = peer_gone(r);
+    if (!gone.empty()) return gone;
   }
   return {};
 }
@@ -306,14 +312,8 @@ void SharedRendezvous::let_peers_read_last_post() {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   wait(
       [&] {
-        for (int r = 0; r < nranks_; ++r) {
-          if (r == rank_) continue;
-          const Slot& slot = header_->slots[r];
-          if (slot.consumed.load() >= last || slot.aborted.load() != 0) continue;
-          const int pid = slot.pid.load();
-          if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) continue;
-          return false;
-        }
+        for (int r = 0; r < nranks_; ++r)
+          if (r != rank_ && header_->slots[r].consumed.load() < last && peer_gone(r).empty()) return false;
         return true;
       },
       [&] { return std::chrono::steady_clock::now() > until; }, nullptr,

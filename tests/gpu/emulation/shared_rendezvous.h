@@ -79,7 +79,8 @@ class SharedRendezvous {
   bool wait(const std::function<bool()>& done, const Stop& stop, const Problem& problem,
             const std::function<std::string()>& what);
   void wake();
-  std::string check_peers();
+  std::string peer_gone(int r) const;  // why rank r is gone (aborted, exited); empty while it is not
+  std::string check_peers();          // the first peer gone
   void let_peers_read_last_post();  // before this rank's data segments are unlinked
   std::string data_name(int rank, std::uint32_t generation) const;
 
