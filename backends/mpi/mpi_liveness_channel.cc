@@ -8,6 +8,10 @@ namespace {
 constexpr int kWaitingTag = 7101;
 constexpr int kFailureTag = 7102;
 constexpr int kSetFailureSeenTag = 7103;
+constexpr int kFailureSeenTag = 7104;
+// How long a report may take to leave (a frozen peer never takes it).
+constexpr std::chrono::seconds kSendBound{1};
+const std::uint8_t kSeen = 1;  // the one word of a kFailureSeenTag message
 
 // Receives every one-word message of `tag` that has arrived, passing got(source, word) each.
 template <class Word, class Got>
@@ -59,7 +63,7 @@ std::vector<int> MpiLivenessChannel::receive_reports() {
   return from;
 }
 
-void MpiLivenessChannel::send_failure(const std::string& reason) {
+int MpiLivenessChannel::send_failure(const std::string& reason, std::chrono::milliseconds patience) {
   failure_ = reason;
   std::vector<MPI_Request> sent;
   for (int r = 0; r < size_; ++r) {
@@ -68,23 +72,55 @@ void MpiLivenessChannel::send_failure(const std::string& reason) {
     MPI_Isend(failure_.data(), static_cast<int>(failure_.size()), MPI_CHAR, r, kFailureTag, comm_, &sent.back());
   }
   // Bounded: a frozen peer must not hold this rank's shutdown.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  int done = 0;
-  while (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
-         std::chrono::steady_clock::now() < until)
+  const auto start = std::chrono::steady_clock::now();
+  const auto sends_until = start + kSendBound, seen_until = start + patience;
+  std::vector<bool> seen(size_, false);
+  int seen_count = 0;
+  auto mark_seen = [&](int source) {
+    if (!seen[source]) ++seen_count;
+    seen[source] = true;
+  };
+  while (true) {
+    drain<std::uint8_t>(comm_, kFailureSeenTag, MPI_UINT8_T, [&](int source, std::uint8_t) { mark_seen(source); });
+    // A peer that stopped alone too waits in no collective of ours, and waits for our word likewise.
+    while (const auto notice = receive_failure()) {
+      mark_seen(notice->from);
+      sent.push_back(MPI_REQUEST_NULL);
+      MPI_Isend(&kSeen, 1, MPI_UINT8_T, notice->from, kFailureSeenTag, comm_, &sent.back());
+    }
+    int delivered = 0;
+    if (MPI_Testall(static_cast<int>(sent.size()), sent.data(), &delivered, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+    const auto now = std::chrono::steady_clock::now();
+    const bool sends_over = delivered || now >= sends_until;
+    const bool seen_over = seen_count == size_ - 1 || now >= seen_until;
+    if (sends_over && seen_over) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (auto& request : sent) cancel_if_pending(request);
+  return seen_count;
 }
 
-std::string MpiLivenessChannel::receive_failure() {
+std::optional<FailureNotice> MpiLivenessChannel::receive_failure() {
   int arrived = 0;
   MPI_Status status;
-  if (MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) return {};
+  if (MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) return std::nullopt;
   int count = 0;
   MPI_Get_count(&status, MPI_CHAR, &count);
   std::string reason(static_cast<std::size_t>(count), '\0');
   MPI_Recv(reason.data(), count, MPI_CHAR, status.MPI_SOURCE, kFailureTag, comm_, MPI_STATUS_IGNORE);
-  return reason.empty() ? "rank " + std::to_string(status.MPI_SOURCE) + " stopped" : reason;
+  if (reason.empty()) reason = "rank " + std::to_string(status.MPI_SOURCE) + " stopped";
+  return FailureNotice{status.MPI_SOURCE, reason};
+}
+
+void MpiLivenessChannel::send_failure_seen(int rank) {
+  if (rank == rank_ || rank < 0 || rank >= size_) return;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Isend(&kSeen, 1, MPI_UINT8_T, rank, kFailureSeenTag, comm_, &request);
+  const auto until = std::chrono::steady_clock::now() + kSendBound;
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  cancel_if_pending(request);
 }
 
 void MpiLivenessChannel::send_set_failure_seen(int set_id, const std::vector<int>& ranks) {
@@ -114,8 +150,9 @@ void MpiLivenessChannel::close() {
   notices_.clear();
   receive_reports();
   receive_set_failures_seen();
-  while (!receive_failure().empty()) {
+  while (receive_failure()) {
   }
+  drain<std::uint8_t>(comm_, kFailureSeenTag, MPI_UINT8_T, [](int, std::uint8_t) {});
 }
 
 }  // namespace hvd::detail

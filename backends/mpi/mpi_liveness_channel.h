@@ -20,8 +20,9 @@ class MpiLivenessChannel final : public LivenessChannel {
   explicit MpiLivenessChannel(MPI_Comm comm);
   void send_waiting() override;
   std::vector<int> receive_reports() override;
-  void send_failure(const std::string& reason) override;
-  std::string receive_failure() override;
+  int send_failure(const std::string& reason, std::chrono::milliseconds patience) override;
+  std::optional<FailureNotice> receive_failure() override;
+  void send_failure_seen(int rank) override;
   void send_set_failure_seen(int set_id, const std::vector<int>& ranks) override;
   std::vector<std::pair<int, int>> receive_set_failures_seen() override;
   // Drops undelivered reports and drains received ones; call before the communicator is freed.

@@ -31,8 +31,8 @@ class NcclBackend final : public Backend {
       registry.add(type, make_staged_mpi_op(registry, context, StagedRole::GpuOperationsMpi));
   }
 
-  void shutdown() override {
-    if (context_) context_->shutdown();
+  void shutdown(WorldEnd end) override {
+    if (context_) context_->shutdown(end);
   }
 
   void forget(const Communicator& group) override {

@@ -314,7 +314,11 @@ Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const c
   return Status::in_progress();
 }
 
-void NcclContext::shutdown() {
+void NcclContext::shutdown(WorldEnd end) {
+  if (end == WorldEnd::Abandon) {
+    auto lock = use();
+    abort_all("this rank stopped alone, and its peers may wait for it inside a collective");
+  }
   if (finalizer_) finalizer_->stop();
   auto lock = use();
   const std::string error = async_error();

@@ -116,8 +116,10 @@ class NcclContext {
   void abort_all(const std::string& why);
 
   // Finishes outstanding work, then releases communicators (bounded finalize, else abort), the
-  // stream and buffers. Background thread, before the world is finalized.
-  void shutdown();
+  // stream and buffers. Background thread, before the world is finalized. WorldEnd::Abandon (this
+  // rank stopped alone; the peers may wait in a collective it never joins, and would never
+  // finalize): the communicators are aborted first.
+  void shutdown(WorldEnd end = WorldEnd::Finalize);
   // A process set is being removed: its communicator goes (after the stream's work is done).
   void forget(const Communicator& group);
 

@@ -20,8 +20,10 @@ class Backend {
   virtual const char* name() const = 0;
   // Called once on the background thread after the world exists; adds this backend's ops.
   virtual void register_ops(OpRegistry& registry, OpContext& context) = 0;
-  // Called on the background thread before the world is finalized.
-  virtual void shutdown() {}
+  // Called on the background thread before the world is finalized (or abandoned: this rank
+  // stopped alone, its peers may wait inside a collective it never joins, so nothing here may wait
+  // for them).
+  virtual void shutdown(WorldEnd /*end*/) {}
   // A process set's group is going away (remove_process_set): drop what was made for it.
   virtual void forget(const Communicator& /*group*/) {}
 };

@@ -16,7 +16,11 @@
 // order: a caller woken by the failure must find the job stopped), the rank stops (Cycle,
 // Runtime), and its watchdog tells every other rank over the liveness channel, whose watchdogs
 // end their collectives with it. No negotiation round reaches a rank blocked inside a
-// collective; the liveness channel does.
+// collective; the liveness channel does. Once each peer said it saw the report (or a few
+// watchdog ticks passed), the rank's backends end their side without waiting for the peers
+// (Backend::shutdown(WorldEnd::Abandon): NCCL communicators are aborted, not finalized), so the
+// job ends within seconds, and a peer's NCCL error from that abort comes after its operations
+// already failed with the reason.
 #pragma once
 
 #include <atomic>

@@ -4,11 +4,19 @@
 // Used only by the watchdog thread ("hvd-watchdog"); never blocks.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace hvd::detail {
+
+// Another rank's report that it stopped (its executor threw), and why.
+struct FailureNotice {
+  int from = -1;
+  std::string reason;
+};
 
 class LivenessChannel {
  public:
@@ -19,10 +27,15 @@ class LivenessChannel {
   // The ranks whose reports arrived since the last call (a rank may appear several times).
   virtual std::vector<int> receive_reports() = 0;
   // Tells every other rank that this rank stopped and why, for a peer that may wait for it inside
-  // a collective. Waits a bounded time (about a second) for the reports to leave.
-  virtual void send_failure(const std::string& reason) = 0;
-  // The reason of a failure report that arrived from another rank, or "" when none did.
-  virtual std::string receive_failure() = 0;
+  // a collective. Waits a bounded time (about a second) for the reports to leave, and up to
+  // `patience` for every other rank to say it saw the report (send_failure_seen): such a peer has
+  // failed its operations with this reason, so this rank may now end the collectives the peer
+  // waits in without the peer losing the cause. Returns how many ranks said so.
+  virtual int send_failure(const std::string& reason, std::chrono::milliseconds patience) = 0;
+  // A failure report that arrived from another rank, if one did.
+  virtual std::optional<FailureNotice> receive_failure() = 0;
+  // Tells `rank` that this rank saw its failure report and acted on it. Bounded like send_failure.
+  virtual void send_failure_seen(int rank) = 0;
   // Tells `ranks` (global ranks; this rank is skipped) that this rank saw the round of process
   // set `set_id` fail, so it is not inside that set's collective (Note [A failed process set
   // stops every rank] in cycle.h). Never blocks.

@@ -238,7 +238,7 @@ std::string Runtime::stop_reason() const {
 
 void Runtime::release_world(WorldEnd end) {
   if (watchdog_) watchdog_->stop();
-  for (auto& backend : backends_) backend->shutdown();
+  for (auto& backend : backends_) backend->shutdown(end);
   process_sets_.clear();
   timeline_.stop();
   if (end == WorldEnd::Abandon)

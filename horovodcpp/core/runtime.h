@@ -135,7 +135,6 @@ class Runtime {
   void shut_down_on_background_thread(StopKind kind, const std::string& reason);
   // Backends first (they may still use the world), then the sets' groups, the timeline, the world
   // (finalized, or given up where peers may never finalize: see world.h).
-  enum class WorldEnd { Finalize, Abandon };
   void release_world(WorldEnd end = WorldEnd::Finalize);
   // Process sets (runtime_process_sets.cc).
   std::unique_ptr<Controller> make_controller(const ProcessSetState& set);

@@ -73,13 +73,15 @@ void Watchdog::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::stop(const std::string& reason) {
+int Watchdog::stop(const std::string& reason) {
   stop();
-  tell_every_rank(reason);  // the thread has ended: the channel is this caller's now
+  // The thread has ended: the channel is this caller's now. A peer's watchdog reads the report at
+  // its next tick (the peers' settings, so their ticks, are this rank's).
+  return tell_every_rank(reason, 3 * tick_ + std::chrono::seconds(1));
 }
 
-void Watchdog::tell_every_rank(const std::string& reason) {
-  channel_.send_failure("rank " + std::to_string(rank_) + " stopped: " + reason);
+int Watchdog::tell_every_rank(const std::string& reason, std::chrono::milliseconds patience) {
+  return channel_.send_failure("rank " + std::to_string(rank_) + " stopped: " + reason, patience);
 }
 
 void Watchdog::main() {
@@ -133,7 +135,7 @@ bool Watchdog::check_held_failure(Clock::time_point now) {
     for (int r : set.ranks)
       if (r != rank_ && seen_by_[set.id].count(r) == 0) silent.push_back(r);
     if (silent.empty()) continue;  // every member saw it: the global round will come
-    tell_every_rank(held->reason);
+    tell_every_rank(held->reason, std::chrono::milliseconds(0));
     on_fatal_(held->reason + "; " + describe_ranks(silent) + " of " + describe_process_set(set.id, set.ranks) +
               " did not report seeing it (and may wait inside the set's collective), and no global round "
               "followed, so this rank told every rank and ends its collectives");
@@ -143,9 +145,11 @@ bool Watchdog::check_held_failure(Clock::time_point now) {
 }
 
 bool Watchdog::check(Clock::time_point now) {
-  const std::string failure = channel_.receive_failure();
-  if (!failure.empty()) {
-    on_fatal_(failure + "; ending this rank's collectives");
+  if (const auto failure = channel_.receive_failure()) {
+    on_fatal_(failure->reason + "; ending this rank's collectives");
+    // Only now: the failed rank may then end the collectives this rank waits in (Watchdog::stop),
+    // and this rank's operations already carry the reason.
+    channel_.send_failure_seen(failure->from);
     return true;
   }
   if (check_held_failure(now)) return true;

@@ -5,10 +5,11 @@
 // it has not heard from are the ones it waits for. After `warning_seconds` it logs them; after
 // `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops. A failure report
 // from another rank (its executor threw; see Note [An exception in the executor stops every
-// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not. A
-// process set's failure that this rank holds is told to the set's other members; one that some
-// member did not report seeing in turn, held past a grace period, is sent to every rank the same
-// way (Note [A failed process set stops every rank] in cycle.h).
+// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not, and is
+// then acknowledged to its sender. A process set's failure that this rank holds is told to the
+// set's other members; one that some member did not report seeing in turn, held past a grace
+// period, is sent to every rank the same way (Note [A failed process set stops every rank] in
+// cycle.h).
 // Owned by the Runtime; started after the world exists, stopped before it is finalized.
 #pragma once
 
@@ -53,8 +54,10 @@ class Watchdog {
   ~Watchdog();
   void start();
   void stop();  // joins the thread; idempotent
-  // Stops, then tells every other rank that this rank failed, with `reason`.
-  void stop(const std::string& reason);
+  // Stops, then tells every other rank that this rank failed, with `reason`, and waits a few
+  // ticks at most until each said it saw it (its operations failed with the reason): only then
+  // may this rank end the collectives its peers wait in. Returns how many ranks said so.
+  int stop(const std::string& reason);
 
   // How often the thread wakes: often enough for the shortest timeout, at most once a second.
   std::chrono::milliseconds tick() const { return tick_; }
@@ -66,8 +69,9 @@ class Watchdog {
   static std::string describe_ranks(const std::vector<int>& ranks);  // "rank 1" / "ranks 1, 3"
 
  private:
-  // "rank R stopped: <reason>" to every other rank over the liveness channel.
-  void tell_every_rank(const std::string& reason);
+  // "rank R stopped: <reason>" to every other rank over the liveness channel; waits up to
+  // `patience` for them to say they saw it.
+  int tell_every_rank(const std::string& reason, std::chrono::milliseconds patience);
   void main();
   bool check(std::chrono::steady_clock::time_point now);  // one tick; true when fatal fired
   bool check_held_failure(std::chrono::steady_clock::time_point now);  // part of check()

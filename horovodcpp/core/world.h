@@ -18,6 +18,10 @@ namespace hvd::detail {
 
 enum class CommScope { Global, Local, Cross };
 
+// How a rank leaves the world: with the others (finalized), or alone while they may stay inside a
+// collective for good (abandoned: see World::abandon).
+enum class WorldEnd { Finalize, Abandon };
+
 class World {
  public:
   virtual ~World() = default;

@@ -90,8 +90,9 @@ class FakeLiveness final : public detail::LivenessChannel {
  public:
   void send_waiting() override {}
   std::vector<int> receive_reports() override { return {}; }
-  void send_failure(const std::string&) override {}
-  std::string receive_failure() override { return {}; }
+  int send_failure(const std::string&, std::chrono::milliseconds) override { return 0; }
+  std::optional<detail::FailureNotice> receive_failure() override { return std::nullopt; }
+  void send_failure_seen(int) override {}
   void send_set_failure_seen(int, const std::vector<int>&) override {}
   std::vector<std::pair<int, int>> receive_set_failures_seen() override { return {}; }
 };
@@ -204,7 +205,9 @@ class FakeBackend final : public detail::Backend {
     registry.add(detail::ResponseType::Allreduce, std::make_unique<FakeAllreduce>());
     registry.add(detail::ResponseType::Barrier, std::make_unique<FakeBarrier>());
   }
-  void shutdown() override { cluster_.log(rank_, "backend shut down"); }
+  void shutdown(detail::WorldEnd end) override {
+    cluster_.log(rank_, end == detail::WorldEnd::Abandon ? "backend abandoned" : "backend shut down");
+  }
   void forget(const detail::Communicator& group) override {
     cluster_.log(rank_, "backend forgot group " + std::to_string(group.id()));
   }

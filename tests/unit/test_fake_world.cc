@@ -317,6 +317,12 @@ TEST_CASE("an exception in the executor fails its tensor with the reason and sto
     CHECK(stopped[rank]);
     CHECK(reasons[rank] == want);
     CHECK(later[rank] == "horovodcpp has stopped: " + want);
+    // Its backends end their side without waiting for peers (no NCCL finalize that no peer
+    // joins), and the world is given up, not finalized.
+    std::vector<std::string> events;
+    for (const auto& e : cluster.events(rank))
+      if (e.rfind("backend ", 0) == 0 || e.rfind("world ", 0) == 0) events.push_back(e);
+    CHECK(events == std::vector<std::string>{"backend abandoned", "world abandoned"});
   }
 }
 

@@ -1,11 +1,14 @@
 // The watchdog's way out for a held process set failure (Note [A failed process set stops every
 // rank] in core/cycle.h): it tells the set's members that this rank saw the failure, and tells
-// every rank itself only when some member did not say the same within the grace.
+// every rank itself only when some member did not say the same within the grace. And a peer's
+// failure report (Note [An exception in the executor stops every rank] in core/executor.h):
+// acknowledged only after this rank's operations failed with its reason.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,11 +28,34 @@ class ScriptedLiveness final : public LivenessChannel {
   explicit ScriptedLiveness(std::vector<std::pair<int, int>> seen) : seen_(std::move(seen)) {}
   void send_waiting() override {}
   std::vector<int> receive_reports() override { return {}; }
-  void send_failure(const std::string& reason) override {
+  int send_failure(const std::string& reason, std::chrono::milliseconds patience) override {
     std::lock_guard<std::mutex> lock(mutex_);
     failures_sent_.push_back(reason);
+    patience_.push_back(patience);
+    return 0;
   }
-  std::string receive_failure() override { return {}; }
+  std::optional<FailureNotice> receive_failure() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto notice = std::move(incoming_);
+    incoming_.reset();
+    return notice;
+  }
+  void send_failure_seen(int rank) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seen_sent_.push_back(rank);
+  }
+  void deliver_failure(FailureNotice notice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    incoming_ = std::move(notice);
+  }
+  std::vector<int> failures_seen_sent() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seen_sent_;
+  }
+  std::vector<std::chrono::milliseconds> patience() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return patience_;
+  }
   void send_set_failure_seen(int set_id, const std::vector<int>& ranks) override {
     std::lock_guard<std::mutex> lock(mutex_);
     told_.emplace_back(set_id, ranks);
@@ -51,7 +77,10 @@ class ScriptedLiveness final : public LivenessChannel {
   std::mutex mutex_;
   std::vector<std::pair<int, int>> seen_;  // (rank, set id)
   std::vector<std::string> failures_sent_;
+  std::vector<std::chrono::milliseconds> patience_;  // send_failure's
   std::vector<std::pair<int, std::vector<int>>> told_;
+  std::optional<FailureNotice> incoming_;
+  std::vector<int> seen_sent_;  // send_failure_seen's ranks
 };
 
 struct Outcome {
@@ -116,4 +145,40 @@ TEST_CASE("a held set failure that a member did not report reaches every rank af
   CHECK(out.sent == std::vector<std::string>{"rank 0 stopped: first failure"});
   CHECK(out.told.size() == 2);
   CHECK(out.fatal_after >= std::chrono::milliseconds(100));  // not before the grace
+}
+
+TEST_CASE("a peer's failure report fails this rank's operations before it is acknowledged", "[watchdog]") {
+  Progress progress;
+  ScriptedLiveness channel({});
+  std::mutex mutex;
+  std::vector<std::string> fatal;
+  std::vector<std::vector<int>> seen_when_fatal;  // the acknowledgements already sent at on_fatal
+  Watchdog watchdog(WatchdogOptions(), 1, 3, channel, progress, [&](const std::string& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    fatal.push_back(m);
+    seen_when_fatal.push_back(channel.failures_seen_sent());
+  });
+  channel.deliver_failure({2, "rank 2 stopped: no memory"});
+  watchdog.start();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (channel.failures_seen_sent().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  watchdog.stop();
+  REQUIRE(fatal.size() == 1);
+  CHECK(fatal[0] == "rank 2 stopped: no memory; ending this rank's collectives");
+  CHECK(seen_when_fatal[0].empty());  // not acknowledged before this rank acted on it
+  CHECK(channel.failures_seen_sent() == std::vector<int>{2});
+}
+
+TEST_CASE("a rank that stops alone waits a few ticks at most for the peers to see its report", "[watchdog]") {
+  Progress progress;
+  ScriptedLiveness channel({});
+  Watchdog watchdog(WatchdogOptions(), 0, 3, channel, progress, [](const std::string&) {});
+  watchdog.start();
+  watchdog.stop("no memory");
+  CHECK(channel.failures_sent() == std::vector<std::string>{"rank 0 stopped: no memory"});
+  REQUIRE(channel.patience().size() == 1);
+  // Long enough for a peer's next tick, and bounded.
+  CHECK(channel.patience()[0] > watchdog.tick());
+  CHECK(channel.patience()[0] <= 3 * watchdog.tick() + std::chrono::seconds(1));
 }
