@@ -9,6 +9,7 @@ constexpr int kWaitingTag = 7101;
 constexpr int kFailureTag = 7102;
 constexpr int kSetFailureSeenTag = 7103;
 constexpr int kFailureSeenTag = 7104;
+constexpr int kAbortNoticeTag = 7105;
 // How long a report may take to leave (a frozen peer never takes it).
 constexpr std::chrono::seconds kSendBound{1};
 const std::uint8_t kSeen = 1;  // the one word of a kFailureSeenTag message
@@ -123,6 +124,37 @@ void MpiLivenessChannel::send_failure_seen(int rank) {
   cancel_if_pending(request);
 }
 
+void MpiLivenessChannel::send_abort_notice(const std::string& notice) {
+  std::lock_guard<std::mutex> lock(abort_notices_mutex_);
+  abort_notices_.remove_if([](AbortNotice& n) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(n.requests.size()), n.requests.data(), &done, MPI_STATUSES_IGNORE);
+    return done != 0;
+  });
+  AbortNotice& n = abort_notices_.emplace_back();
+  n.text = notice;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    n.requests.push_back(MPI_REQUEST_NULL);
+    MPI_Isend(n.text.data(), static_cast<int>(n.text.size()), MPI_CHAR, r, kAbortNoticeTag, comm_, &n.requests.back());
+  }
+}
+
+std::vector<std::string> MpiLivenessChannel::receive_abort_notices() {
+  std::vector<std::string> notices;
+  while (true) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortNoticeTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_CHAR, &count);
+    std::string text(static_cast<std::size_t>(count), '\0');
+    MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kAbortNoticeTag, comm_, MPI_STATUS_IGNORE);
+    notices.push_back(std::move(text));
+  }
+  return notices;
+}
+
 void MpiLivenessChannel::send_set_failure_seen(int set_id, const std::vector<int>& ranks) {
   notices_.remove_if([](Notice& n) {
     int done = 0;
@@ -148,6 +180,13 @@ void MpiLivenessChannel::close() {
   for (auto& request : sends_) cancel_if_pending(request);
   for (auto& n : notices_) cancel_if_pending(n.request);
   notices_.clear();
+  {
+    std::lock_guard<std::mutex> lock(abort_notices_mutex_);
+    for (auto& n : abort_notices_)
+      for (auto& request : n.requests) cancel_if_pending(request);
+    abort_notices_.clear();
+  }
+  receive_abort_notices();
   receive_reports();
   receive_set_failures_seen();
   while (receive_failure()) {

@@ -35,6 +35,10 @@ class NcclBackend final : public Backend {
     if (context_) context_->shutdown(end);
   }
 
+  void peer_aborted(const std::string& notice) override {
+    if (context_) context_->peer_aborted(notice);
+  }
+
   void forget(const Communicator& group) override {
     if (context_) context_->forget(group);
   }

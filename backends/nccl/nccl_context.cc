@@ -141,10 +141,16 @@ std::string NcclContext::async_error() const {
       return nccl_error_message(state, "NCCL communicator failed asynchronously", comm);
     }
   }
+  if (!comms_.empty()) return peer_abort_;
   return {};
 }
 
-void NcclContext::abort_all(const std::string& why) {
+void NcclContext::peer_aborted(const std::string& notice) {
+  std::lock_guard<std::mutex> lock(comms_mutex_);
+  if (peer_abort_.empty()) peer_abort_ = notice;
+}
+
+void NcclContext::abort_all(const std::string& why, bool tell_peers) {
   std::map<int, ncclComm_t> comms;
   {
     std::lock_guard<std::mutex> lock(comms_mutex_);
@@ -154,12 +160,20 @@ void NcclContext::abort_all(const std::string& why) {
     comms.swap(comms_);
   }
   for (const auto& [id, comm] : comms) ncclCommAbort(comm);
-  if (!comms.empty()) log_warn("NCCL communicators aborted: " + why);
+  if (comms.empty()) return;
+  log_warn("NCCL communicators aborted: " + why);
+  if (tell_peers && context_.report_abort)
+    context_.report_abort("rank " + std::to_string(world_.rank()) + " aborted its NCCL communicators: " + why);
 }
 
 void NcclContext::abort_from_finalizer(const std::string& why) {
   auto lock = use();
-  abort_all(why);
+  bool from_peer = false;
+  {
+    std::lock_guard<std::mutex> comms_lock(comms_mutex_);
+    from_peer = !peer_abort_.empty() && why == peer_abort_;
+  }
+  abort_all(why, !from_peer);
 }
 
 bool NcclContext::wait_stream(std::string* error) {
@@ -317,7 +331,8 @@ Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const c
 void NcclContext::shutdown(WorldEnd end) {
   if (end == WorldEnd::Abandon) {
     auto lock = use();
-    abort_all("this rank stopped alone, and its peers may wait for it inside a collective");
+    // The peers learned why from the watchdog already (Watchdog::stop(reason)).
+    abort_all("this rank stopped alone, and its peers may wait for it inside a collective", false);
   }
   if (finalizer_) finalizer_->stop();
   auto lock = use();

@@ -31,6 +31,20 @@
 // other, the peers are creating it, so this rank sends or receives the unique id and fails the
 // op as they will when it never joins (NcclGroupFailure, within HOROVOD_START_TIMEOUT).
 //
+// Note [Peers learn of an abort from this rank]
+// A rank that aborts its communicators for a failure that concerns its peers (a launch that
+// failed before the collective, an asynchronous error, a timeout) leaves them waiting in the
+// collective for it. Over a network NCCL reports that to them as ncclRemoteError; between the GPUs
+// of one node (shared memory, NVLink) its kernels just wait, until HOROVOD_LIVENESS_TIMEOUT_SECONDS
+// (30 min by default). So the rank also tells every other rank over the liveness channel
+// (OpContext::report_abort), whose watchdog hands the notice to this class (peer_aborted) at its
+// next tick: from then on it is their asynchronous error, with the first rank's reason
+// (test_nccl_faults_abort_unseen_emulated, with the emulation told to keep aborts unseen). A rank
+// aborting on such a notice does not pass it on. A peer outside the failed rank's groups aborts
+// too: every rank shares the world's communicator with it. A rank that stops alone (Note [An
+// exception in the executor stops every rank]) aborts its communicators too; its failure report
+// is the peers' notice.
+//
 // Note [One thread operates the communicators]
 // NCCL allows one thread at a time per communicator. The background thread holds use() for the
 // whole of an op; the finalizer takes it to abort the communicators after an asynchronous error,
@@ -112,8 +126,14 @@ class NcclContext {
   // waiting for the other.
   void finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,
                         const char* waiting_for);
-  // Aborts every communicator; later ops fail at once with `why`. Caller holds use().
-  void abort_all(const std::string& why);
+  // Aborts every communicator; later ops fail at once with `why`. Unless `tell_peers` is false,
+  // every other rank is told (OpContext::report_abort; Note [Peers learn of an abort from this
+  // rank]). Caller holds use().
+  void abort_all(const std::string& why, bool tell_peers = true);
+  // Another rank aborted its communicators: reported from now on as this rank's asynchronous
+  // error, so the finalizer aborts these (ending a wait for that rank) once an op waits, or
+  // shutdown does. Any thread.
+  void peer_aborted(const std::string& notice);
 
   // Finishes outstanding work, then releases communicators (bounded finalize, else abort), the
   // stream and buffers. Background thread, before the world is finalized. WorldEnd::Abandon (this
@@ -142,6 +162,7 @@ class NcclContext {
   mutable std::mutex comms_mutex_;      // the finalizer reads comms_ for asynchronous errors
   std::map<int, ncclComm_t> comms_;     // by Communicator::id()
   std::set<int> aborted_groups_;        // ids whose communicators abort_all() aborted
+  std::string peer_abort_;              // the first peer_aborted() notice
   std::string failure_;                 // under comms_mutex_
   std::atomic<bool> failed_{false};
   DeviceFusionBuffer fusion_;

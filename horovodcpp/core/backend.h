@@ -24,6 +24,9 @@ class Backend {
   // stopped alone, its peers may wait inside a collective it never joins, so nothing here may wait
   // for them).
   virtual void shutdown(WorldEnd /*end*/) {}
+  // Another rank aborted its side of this backend's collectives (OpContext::report_abort): end
+  // this rank's, whose peer may never come. The watchdog's thread.
+  virtual void peer_aborted(const std::string& /*notice*/) {}
   // A process set's group is going away (remove_process_set): drop what was made for it.
   virtual void forget(const Communicator& /*group*/) {}
 };

@@ -29,6 +29,11 @@ struct OpContext {
   Timeline& timeline;
   FusionBuffer& host_fusion_buffer;
   std::function<void(std::vector<TensorTableEntry>& entries, const Status& status)> finish;
+  // This rank aborted its side of the backend's collectives for a failure that concerns its peers,
+  // who may not learn of it otherwise (NCCL reports no abort between the GPUs of one node): every
+  // other rank's backends get `notice` (Backend::peer_aborted) at their watchdog's next tick.
+  // Any thread.
+  std::function<void(const std::string& notice)> report_abort;
 };
 
 class CollectiveOp {

@@ -36,6 +36,11 @@ class LivenessChannel {
   virtual std::optional<FailureNotice> receive_failure() = 0;
   // Tells `rank` that this rank saw its failure report and acted on it. Bounded like send_failure.
   virtual void send_failure_seen(int rank) = 0;
+  // Tells every other rank `notice` (OpContext::report_abort). Never blocks; any thread (the
+  // rest of the channel is the watchdog thread's).
+  virtual void send_abort_notice(const std::string& notice) = 0;
+  // The notices that arrived since the last call.
+  virtual std::vector<std::string> receive_abort_notices() = 0;
   // Tells `ranks` (global ranks; this rank is skipped) that this rank saw the round of process
   // set `set_id` fail, so it is not inside that set's collective (Note [A failed process set
   // stops every rank] in cycle.h). Never blocks.

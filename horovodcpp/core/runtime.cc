@@ -131,7 +131,10 @@ void Runtime::initialize_on_background_thread() {
     throw Error(error);
   }
   watchdog_ = std::make_unique<Watchdog>(WatchdogOptions(settings_), topology_.rank, topology_.size, world_->liveness(),
-                                         progress_, [this](const std::string& reason) { abandon(reason); });
+                                         progress_, [this](const std::string& reason) { abandon(reason); },
+                                         [this](const std::string& notice) {
+                                           for (auto& backend : backends_) backend->peer_aborted(notice);
+                                         });
   watchdog_->start();
 }
 
@@ -139,7 +142,8 @@ void Runtime::set_up_on_world() {
   op_context_.reset(new OpContext{settings_, *world_, timeline_, fusion_buffer_,
                                   [this](std::vector<TensorTableEntry>& entries, const Status& status) {
                                     executor_->finish(entries, status);
-                                  }});
+                                  },
+                                  [this](const std::string& notice) { world_->liveness().send_abort_notice(notice); }});
   backends_ = transport_.create_backends(*world_);
   for (auto& backend : backends_) backend->register_ops(registry_, *op_context_);
   if (!settings_.cpu_operations.empty() && !registry_.has_backend(settings_.cpu_operations))

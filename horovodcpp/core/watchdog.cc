@@ -40,13 +40,14 @@ WatchdogOptions::WatchdogOptions(const Settings& settings)
 }
 
 Watchdog::Watchdog(WatchdogOptions options, int rank, int size, LivenessChannel& channel, const Progress& progress,
-                   FatalHandler on_fatal)
+                   FatalHandler on_fatal, NoticeHandler on_peer_abort)
     : options_(std::move(options)),
       rank_(rank),
       size_(size),
       channel_(channel),
       progress_(progress),
       on_fatal_(std::move(on_fatal)),
+      on_peer_abort_(std::move(on_peer_abort)),
       last_heard_(size) {
   const double shortest = shortest_positive(options_.warning_seconds, options_.fatal_seconds);
   const double tick_s = shortest > 0 ? std::clamp(shortest / 8, 0.05, 1.0) : 1.0;
@@ -65,12 +66,21 @@ void Watchdog::start() {
 }
 
 void Watchdog::stop() {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    first = !stopping_;
     stopping_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Once, while the world still exists (the Runtime stops the watchdog before the backends).
+  if (first) hand_on_abort_notices();
+}
+
+void Watchdog::hand_on_abort_notices() {
+  for (const auto& notice : channel_.receive_abort_notices())
+    if (on_peer_abort_) on_peer_abort_(notice);
 }
 
 int Watchdog::stop(const std::string& reason) {
@@ -147,12 +157,17 @@ bool Watchdog::check_held_failure(Clock::time_point now) {
 bool Watchdog::check(Clock::time_point now) {
   if (const auto failure = channel_.receive_failure()) {
     on_fatal_(failure->reason + "; ending this rank's collectives");
+    // The failed rank aborts its side of the backends' collectives: this rank's side must end
+    // too, or its device work waits for that rank for good (and with it every later
+    // device-synchronizing call, such as cudaFree).
+    if (on_peer_abort_) on_peer_abort_(failure->reason);
     // Only now: the failed rank may then end the collectives this rank waits in (Watchdog::stop),
     // and this rank's operations already carry the reason.
     channel_.send_failure_seen(failure->from);
     return true;
   }
   if (check_held_failure(now)) return true;
+  hand_on_abort_notices();
   bool asked = false;
   for (int r : channel_.receive_reports())
     if (r >= 0 && r < size_) {

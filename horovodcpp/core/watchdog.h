@@ -5,11 +5,12 @@
 // it has not heard from are the ones it waits for. After `warning_seconds` it logs them; after
 // `fatal_seconds` (> 0) it calls `on_fatal` with the message, once, and stops. A failure report
 // from another rank (its executor threw; see Note [An exception in the executor stops every
-// rank] in executor.h) calls `on_fatal` at the next tick, whether this rank waits or not, and is
-// then acknowledged to its sender. A process set's failure that this rank holds is told to the
+// rank] in executor.h) calls `on_fatal`, then `on_peer_abort`, at the next tick, whether this
+// rank waits or not, and is then acknowledged to its sender. A process set's failure that this rank holds is told to the
 // set's other members; one that some member did not report seeing in turn, held past a grace
 // period, is sent to every rank the same way (Note [A failed process set stops every rank] in
-// cycle.h).
+// cycle.h). Another rank's abort notice (OpContext::report_abort) reaches `on_peer_abort` at the
+// next tick, and at stop(): a peer's shutdown may follow its abort closely.
 // Owned by the Runtime; started after the world exists, stopped before it is finalized.
 #pragma once
 
@@ -49,11 +50,13 @@ struct WatchdogOptions {
 class Watchdog {
  public:
   using FatalHandler = std::function<void(const std::string& message)>;
+  using NoticeHandler = std::function<void(const std::string& notice)>;
+  // `on_peer_abort`: another rank's abort notice (OpContext::report_abort) arrived.
   Watchdog(WatchdogOptions options, int rank, int size, LivenessChannel& channel, const Progress& progress,
-           FatalHandler on_fatal);
+           FatalHandler on_fatal, NoticeHandler on_peer_abort = {});
   ~Watchdog();
   void start();
-  void stop();  // joins the thread; idempotent
+  void stop();  // joins the thread, then hands on the abort notices that arrived; idempotent
   // Stops, then tells every other rank that this rank failed, with `reason`, and waits a few
   // ticks at most until each said it saw it (its operations failed with the reason): only then
   // may this rank end the collectives its peers wait in. Returns how many ranks said so.
@@ -75,12 +78,14 @@ class Watchdog {
   void main();
   bool check(std::chrono::steady_clock::time_point now);  // one tick; true when fatal fired
   bool check_held_failure(std::chrono::steady_clock::time_point now);  // part of check()
+  void hand_on_abort_notices();  // to on_peer_abort
 
   WatchdogOptions options_;
   int rank_, size_;
   LivenessChannel& channel_;
   const Progress& progress_;
   FatalHandler on_fatal_;
+  NoticeHandler on_peer_abort_;
   std::chrono::milliseconds tick_;
   std::chrono::steady_clock::duration report_after_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;

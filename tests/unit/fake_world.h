@@ -93,6 +93,8 @@ class FakeLiveness final : public detail::LivenessChannel {
   int send_failure(const std::string&, std::chrono::milliseconds) override { return 0; }
   std::optional<detail::FailureNotice> receive_failure() override { return std::nullopt; }
   void send_failure_seen(int) override {}
+  void send_abort_notice(const std::string&) override {}
+  std::vector<std::string> receive_abort_notices() override { return {}; }
   void send_set_failure_seen(int, const std::vector<int>&) override {}
   std::vector<std::pair<int, int>> receive_set_failures_seen() override { return {}; }
 };

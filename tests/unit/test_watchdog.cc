@@ -44,6 +44,15 @@ class ScriptedLiveness final : public LivenessChannel {
     std::lock_guard<std::mutex> lock(mutex_);
     seen_sent_.push_back(rank);
   }
+  void send_abort_notice(const std::string&) override {}
+  std::vector<std::string> receive_abort_notices() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(abort_notices_, {});
+  }
+  void deliver_abort_notice(const std::string& notice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abort_notices_.push_back(notice);
+  }
   void deliver_failure(FailureNotice notice) {
     std::lock_guard<std::mutex> lock(mutex_);
     incoming_ = std::move(notice);
@@ -81,6 +90,7 @@ class ScriptedLiveness final : public LivenessChannel {
   std::vector<std::pair<int, std::vector<int>>> told_;
   std::optional<FailureNotice> incoming_;
   std::vector<int> seen_sent_;  // send_failure_seen's ranks
+  std::vector<std::string> abort_notices_;  // delivered, not yet received
 };
 
 struct Outcome {
@@ -181,4 +191,49 @@ TEST_CASE("a rank that stops alone waits a few ticks at most for the peers to se
   // Long enough for a peer's next tick, and bounded.
   CHECK(channel.patience()[0] > watchdog.tick());
   CHECK(channel.patience()[0] <= 3 * watchdog.tick() + std::chrono::seconds(1));
+}
+
+TEST_CASE("a peer's abort notice reaches the handler at the next tick, or at the stop", "[watchdog]") {
+  Progress progress;
+  ScriptedLiveness channel({});
+  std::mutex mutex;
+  std::vector<std::string> handed;
+  auto handled = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return handed;
+  };
+  WatchdogOptions options;
+  options.warning_seconds = 0.4;  // ticks of 50 ms
+  Watchdog watchdog(
+      options, 0, 2, channel, progress, [](const std::string&) {},
+      [&](const std::string& notice) {
+        std::lock_guard<std::mutex> lock(mutex);
+        handed.push_back(notice);
+      });
+  watchdog.start();
+  channel.deliver_abort_notice("rank 1 aborted its NCCL communicators: first");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (handled().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(handled() == std::vector<std::string>{"rank 1 aborted its NCCL communicators: first"});
+  // One that arrives just before the stop (a peer's shutdown right after its abort) is not lost.
+  channel.deliver_abort_notice("rank 1 aborted its NCCL communicators: second");
+  watchdog.stop();
+  CHECK(handled().size() == 2);
+  watchdog.stop();  // idempotent: nothing handed on twice
+  CHECK(handled().size() == 2);
+
+  // The stop alone hands it on (a watchdog with no thread: no tick ever runs).
+  ScriptedLiveness quiet_channel({});
+  WatchdogOptions off;
+  off.warning_seconds = 0;
+  off.fatal_seconds = 0;
+  std::vector<std::string> at_stop;
+  Watchdog quiet(
+      off, 0, 2, quiet_channel, progress, [](const std::string&) {},
+      [&](const std::string& notice) { at_stop.push_back(notice); });
+  quiet.start();
+  quiet_channel.deliver_abort_notice("rank 1 aborted its NCCL communicators: third");
+  quiet.stop();
+  CHECK(at_stop == std::vector<std::string>{"rank 1 aborted its NCCL communicators: third"});
 }

@@ -37,6 +37,7 @@ Config load() {
   Config c;
   c.devices = env_int("HVD_EMU_DEVICES", 2, 0);
   c.max_delay_us = env_int("HVD_EMU_MAX_DELAY_US", 200, 0);
+  c.peer_aborts_unseen = env_int("HVD_EMU_PEER_ABORTS_UNSEEN", 0, 0) != 0;
   const int seed = env_int("HVD_EMU_SEED", 0, 0);
   c.seed = seed != 0 ? static_cast<std::uint64_t>(seed)
                      : static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());

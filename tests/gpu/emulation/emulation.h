@@ -23,9 +23,10 @@
 //   of the communicator through shared memory (/dev/shm/hvdemu-*, HVD_EMU_SHM_PREFIX in place of
 //   hvdemu; see Note [Reclaiming the emulation's shared memory]). Ranks that enqueue different
 //   collectives hang, as on a GPU, after printing what each rank enqueued; a test fails by its
-//   timeout. A peer that aborts its communicator or exits turns into ncclRemoteError; one that
-//   aborts once done with its part of an operation leaves that part to the slower ranks, as a
-//   GPU's transfer would have.
+//   timeout. A peer that aborts its communicator or exits turns into ncclRemoteError, as NCCL
+//   over a network reports it (HVD_EMU_PEER_ABORTS_UNSEEN=1: an aborted peer is not reported,
+//   and the operation waits on, as between the GPUs of one node); one that aborts once done with
+//   its part of an operation leaves that part to the slower ranks, as a GPU's transfer would have.
 // - Errors can be injected (emulation_control.h): a failing kernel launch or NCCL call, an
 //   asynchronous NCCL error (the operation then hangs until ncclCommAbort), a communicator
 //   whose init or finalize never completes on this process, a rank slow to read its peers'
@@ -44,6 +45,7 @@ struct Config {
   int max_delay_us = 200;
   std::uint64_t seed = 0;
   std::string segment_prefix = "hvdemu";  // of the shared-memory segments' names
+  bool peer_aborts_unseen = false;
 };
 const Config& config();
 

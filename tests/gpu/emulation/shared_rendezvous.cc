@@ -202,6 +202,7 @@ std::string SharedRendezvous::peer_gone(int r) const {
 std::string SharedRendezvous::check_peers() {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
+    if (config().peer_aborts_unseen && header_->slots[r].aborted.load() != 0) continue;
     std::string gone = peer_gone(r);
     if (!gone.empty()) return gone;
   }
