@@ -1,7 +1,9 @@
 // The watchdog's own transport, separate from negotiation: a rank whose background thread is
 // stuck tells the others "I am waiting too", so each can tell frozen or dead peers (silent)
-// from peers that wait with it. Implemented over MPI in backends/mpi (its own communicator).
-// Used only by the watchdog thread ("hvd-watchdog"); never blocks.
+// from peers that wait with it; a rank that stops or aborts its collectives tells the others
+// why. Implemented over MPI in backends/mpi (its own communicator). Used by the watchdog thread
+// ("hvd-watchdog", or the thread that stopped it), except send_abort_notice; nothing waits
+// longer than its stated bound.
 #pragma once
 
 #include <chrono>
