@@ -1,7 +1,9 @@
 #include "backends/mpi/mpi_liveness_channel.h"
 
 #include <chrono>
+#include <optional>
 #include <thread>
+#include <utility>
 
 namespace hvd::detail {
 namespace {
@@ -25,6 +27,29 @@ void drain(MPI_Comm comm, int tag, MPI_Datatype type, Got got) {
     MPI_Recv(&word, 1, type, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
     got(status.MPI_SOURCE, word);
   }
+}
+
+// Sends `text` (which must outlive the sends) to every rank of `comm` but `self`; returns the sends.
+std::vector<MPI_Request> send_to_others(MPI_Comm comm, int self, int size, const std::string& text, int tag) {
+  std::vector<MPI_Request> sends;
+  for (int r = 0; r < size; ++r) {
+    if (r == self) continue;
+    sends.push_back(MPI_REQUEST_NULL);
+    MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, r, tag, comm, &sends.back());
+  }
+  return sends;
+}
+
+// One text message of `tag` that has arrived, with its sender, if any.
+std::optional<std::pair<int, std::string>> receive_text(MPI_Comm comm, int tag) {
+  int arrived = 0;
+  MPI_Status status;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status) != MPI_SUCCESS || !arrived) return std::nullopt;
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  std::string text(static_cast<std::size_t>(count), '\0');
+  MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
+  return std::make_pair(status.MPI_SOURCE, std::move(text));
 }
 
 // A send no peer has taken yet is cancelled and freed: a frozen or gone peer must not hold this rank.
@@ -66,12 +91,7 @@ std::vector<int> MpiLivenessChannel::receive_reports() {
 
 int MpiLivenessChannel::send_failure(const std::string& reason, std::chrono::milliseconds patience) {
   failure_ = reason;
-  std::vector<MPI_Request> sent;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    sent.push_back(MPI_REQUEST_NULL);
-    MPI_Isend(failure_.data(), static_cast<int>(failure_.size()), MPI_CHAR, r, kFailureTag, comm_, &sent.back());
-  }
+  std::vector<MPI_Request> sent = send_to_others(comm_, rank_, size_, failure_, kFailureTag);
   // Bounded: a frozen peer must not hold this rank's shutdown.
   const auto start = std::chrono::steady_clock::now();
   const auto sends_until = start + kSendBound, seen_until = start + patience;
@@ -102,15 +122,11 @@ int MpiLivenessChannel::send_failure(const std::string& reason, std::chrono::mil
 }
 
 std::optional<FailureNotice> MpiLivenessChannel::receive_failure() {
-  int arrived = 0;
-  MPI_Status status;
-  if (MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) return std::nullopt;
-  int count = 0;
-  MPI_Get_count(&status, MPI_CHAR, &count);
-  std::string reason(static_cast<std::size_t>(count), '\0');
-  MPI_Recv(reason.data(), count, MPI_CHAR, status.MPI_SOURCE, kFailureTag, comm_, MPI_STATUS_IGNORE);
-  if (reason.empty()) reason = "rank " + std::to_string(status.MPI_SOURCE) + " stopped";
-  return FailureNotice{status.MPI_SOURCE, reason};
+  auto message = receive_text(comm_, kFailureTag);
+  if (!message) return std::nullopt;
+  auto& [from, reason] = *message;
+  if (reason.empty()) reason = "rank " + std::to_string(from) + " stopped";
+  return FailureNotice{from, std::move(reason)};
 }
 
 void MpiLivenessChannel::send_failure_seen(int rank) {
@@ -133,25 +149,12 @@ void MpiLivenessChannel::send_abort_notice(const std::string& notice) {
   });
   AbortNotice& n = abort_notices_.emplace_back();
   n.text = notice;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    n.requests.push_back(MPI_REQUEST_NULL);
-    MPI_Isend(n.text.data(), static_cast<int>(n.text.size()), MPI_CHAR, r, kAbortNoticeTag, comm_, &n.requests.back());
-  }
+  n.requests = send_to_others(comm_, rank_, size_, n.text, kAbortNoticeTag);
 }
 
 std::vector<std::string> MpiLivenessChannel::receive_abort_notices() {
   std::vector<std::string> notices;
-  while (true) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kAbortNoticeTag, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_CHAR, &count);
-    std::string text(static_cast<std::size_t>(count), '\0');
-    MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kAbortNoticeTag, comm_, MPI_STATUS_IGNORE);
-    notices.push_back(std::move(text));
-  }
+  while (auto message = receive_text(comm_, kAbortNoticeTag)) notices.push_back(std::move(message->second));
   return notices;
 }
 

@@ -154,6 +154,7 @@ void NcclContext::abort_all(const std::string& why, bool tell_peers) {
   std::map<int, ncclComm_t> comms;
   {
     std::lock_guard<std::mutex> lock(comms_mutex_);
+    tell_peers = tell_peers && peer_abort_.empty();  // else a peer told every rank already
     if (!failed_.load()) failure_ = why;
     failed_ = true;
     for (const auto& [id, comm] : comms_) aborted_groups_.insert(id);
@@ -168,12 +169,7 @@ void NcclContext::abort_all(const std::string& why, bool tell_peers) {
 
 void NcclContext::abort_from_finalizer(const std::string& why) {
   auto lock = use();
-  bool from_peer = false;
-  {
-    std::lock_guard<std::mutex> comms_lock(comms_mutex_);
-    from_peer = !peer_abort_.empty() && why == peer_abort_;
-  }
-  abort_all(why, !from_peer);
+  abort_all(why);
 }
 
 bool NcclContext::wait_stream(std::string* error) {

@@ -40,7 +40,7 @@
 // (OpContext::report_abort), whose watchdog hands the notice to this class (peer_aborted) at its
 // next tick: from then on it is their asynchronous error, with the first rank's reason
 // (test_nccl_faults_abort_unseen_emulated, with the emulation told to keep aborts unseen). A rank
-// aborting on such a notice does not pass it on. A peer outside the failed rank's groups aborts
+// that has such a notice passes on none of its own: every rank has one. A peer outside the failed rank's groups aborts
 // too: every rank shares the world's communicator with it. A rank that stops alone (Note [An
 // exception in the executor stops every rank]) aborts its communicators too; its failure report
 // is the peers' notice.
@@ -126,9 +126,9 @@ class NcclContext {
   // waiting for the other.
   void finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,
                         const char* waiting_for);
-  // Aborts every communicator; later ops fail at once with `why`. Unless `tell_peers` is false,
-  // every other rank is told (OpContext::report_abort; Note [Peers learn of an abort from this
-  // rank]). Caller holds use().
+  // Aborts every communicator; later ops fail at once with `why`. Unless `tell_peers` is false or
+  // a peer's notice arrived already, every other rank is told (OpContext::report_abort; Note
+  // [Peers learn of an abort from this rank]). Caller holds use().
   void abort_all(const std::string& why, bool tell_peers = true);
   // Another rank aborted its communicators: reported from now on as this rank's asynchronous
   // error, so the finalizer aborts these (ending a wait for that rank) once an op waits, or
