@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "elastic/commit_file.h"
+
 namespace hvd::detail {
 
 // Note [What the commit store trusts]
@@ -24,12 +26,6 @@ namespace hvd::detail {
 //  - A commit file is loaded only if it is a regular file this user owns, and every field of its
 //    header is checked against the file's real size before anything is allocated: a damaged or
 //    foreign file is skipped, with a warning naming it and what was wrong, for the one before.
-
-struct StoredCommit {
-  std::int64_t id = 0;
-  int world_size = 0;
-  std::string payload;
-};
 
 class CommitStore {
  public:
@@ -67,9 +63,5 @@ class CommitStore {
 // The commit store of a job: HOROVOD_ELASTIC_DIR, or <TMPDIR or /tmp>/horovodcpp-elastic-<uid>/<job>
 // (one directory per user, so no user's store is another's).
 std::string elastic_dir(const std::string& job);
-
-// Parses one commit file's bytes (a header line, then the payload) as the loader does, for a
-// file named for `id`: the commit, or nullopt with `problem` saying what is wrong.
-std::optional<StoredCommit> parse_commit(const std::string& bytes, std::int64_t id, std::string* problem);
 
 }  // namespace hvd::detail
