@@ -283,7 +283,7 @@ the code keeps the reason and points here.
   defaults, refaulting the activations that backward handed back cost a third or more of a
   training step.
 - **The optimizer keeps its parameter description** (`GradientReducer::describe_parameters`,
-  `horovodcpp/torch/gradient_reducer.cc`): rebuilding every parameter's dtype and shape strings
+  `horovodcpp/torch/gradient_round.cc`): rebuilding every parameter's dtype and shape strings
   and hashing their encoding each round was most of the front end's own work per step. Kept
   (re-read, not rebuilt), at np=2 with 160 parameters of 32x32 and 32 floats, the training
   thread's CPU time per step beyond plain SGD (scratch loops, medians of 15 rounds of 100 steps,
