@@ -41,7 +41,9 @@
 #                (carried by prepare from a fetch of horovod: .gpu/horovod-tests)
 #     nccl       builds NCCL >= 2.30 from .gpu/nccl-src.tar.gz on the machine (only when prepare
 #                could not build it here); resumes when run again
-#     all        configure build tests multirank torch mnist bench sanitizer horovod
+#     all        configure build tests multirank torch horovod bench mnist sanitizer
+#                (the steps never run on a GPU or not to the end before those that have: a
+#                command cut short by the deadline loses what is known already)
 # The device command: OUT=$OUT scripts/gpu-check.sh all   (docs/gpu.md), timeout_s=600.
 # Deadline: the whole check ends within GPU_CHECK_SECONDS (default 540) of its start: every command's
 # own limit is cut to what is left, and a command that cannot start in time is reported NOT RUN, a
@@ -623,7 +625,7 @@ step_bench() {
 
 setup
 steps=("$@")
-if [[ " ${steps[*]} " == *" all "* ]]; then steps=(configure build tests multirank torch mnist bench sanitizer horovod); fi
+if [[ " ${steps[*]} " == *" all "* ]]; then steps=(configure build tests multirank torch horovod bench mnist sanitizer); fi
 for step in "${steps[@]}"; do
   if ! declare -F "step_$step" > /dev/null; then
     echo "unknown step '$step' (run without arguments for the list)" >&2
