@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Lean sanitizer builds, separate from the main one: the core, the unit tests, the np=2 MPI tests
-# (collectives, Adasum, errors, lifecycle, a peer leaving, stalls, faults, settings mismatches), the
-# codec and commit-loader fuzz tests and the commit store's unit tests, under AddressSanitizer +
-# UndefinedBehaviorSanitizer (build-asan), then the unit tests, the np=2 tests that exercise the
-# core's threads and the np=4 tests of a process set failing beside others under ThreadSanitizer
-# (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on the emulated CUDA
-# runtime and NCCL at np=2 (its stream, finalizer and background threads; the emulation's stream
-# threads). No LibTorch, no GPU, no examples. Any sanitizer report fails the run;
+# (collectives, a random mix of them, Adasum, errors, lifecycle, a peer leaving, stalls, faults,
+# settings mismatches), the codec and commit-loader fuzz tests and the commit store's unit tests,
+# under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), then the unit tests, the np=2
+# tests that exercise the core's threads and the np=4 tests of a process set failing beside others
+# under ThreadSanitizer (build-tsan), with, where the CUDA headers are, the NCCL backend's tests on
+# the emulated CUDA runtime and NCCL at np=2 (its stream, finalizer and background threads; the
+# emulation's stream threads). No LibTorch, no GPU, no examples. Any sanitizer report fails the run;
 # suppressions (scripts/sanitizers/) cover only frames inside Open MPI and its libraries.
 #   scripts/sanitize.sh [asan|tsan]...   (default: both); FUZZ_SECONDS (default 60)
 set -euo pipefail
@@ -19,9 +19,10 @@ common=(-DHVD_WITH_TORCH=OFF -DHVD_WITH_CUDA=OFF -DHVD_BUILD_EXAMPLES=OFF
 [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] || common+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$CMAKE_CXX_COMPILER_LAUNCHER")
 
 mpi_targets=(hvd_mpi_collectives hvd_mpi_errors hvd_mpi_lifecycle hvd_mpi_peer_shutdown hvd_mpi_stall
-             hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank hvd_mpi_adasum)
+             hvd_mpi_logging hvd_mpi_autotune hvd_mpi_control_channel hvd_init_must_fail hvd_fault_rank hvd_mpi_adasum
+             hvd_mpi_mixed_workload)
 asan_tests='^(unit_tests|codec_fuzz|commit_fuzz|elastic_store_unit|hvd_mpi_[a-z_]*_np2|hvd_fault_[a-z]*_np2|hvd_settings_mismatch_[a-z]*_np2|hvd_late_rank_np2)$'
-tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*)_np2|hvd_fault_(sigstop|return|allocator)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
+tsan_tests='^(unit_tests|hvd_mpi_(collectives|lifecycle|peer_shutdown|stall_[a-z]*|mixed_workload)_np2|hvd_fault_(sigstop|return|allocator)_np2|hvd_mpi_process_set_(failures|stop_[a-z_]*)_np4)$'
 
 run_asan() {
   local b=${ASAN_BUILD_DIR:-build-asan}
@@ -46,7 +47,7 @@ run_tsan() {
   cmake -S . -B "$b" "${common[@]}" -DHVD_SANITIZE=thread -DHVD_WITH_CUDA=$cuda >/dev/null
   cmake --build "$b" -j"$jobs" --target hvd_unit_tests hvd_mpi_collectives hvd_mpi_lifecycle \
     hvd_mpi_peer_shutdown hvd_mpi_stall hvd_fault_rank hvd_mpi_process_set_failures \
-    hvd_mpi_process_set_stop "${targets[@]}"
+    hvd_mpi_process_set_stop hvd_mpi_mixed_workload "${targets[@]}"
   # Data races are all reported (suppressed only inside Open MPI, tsan.supp). Lock-misuse reports
   # are off: Open MPI's uninstrumented libevent, BTL and PMIx components take and destroy their
   # locks in ways TSan reports as double locks, lock-order inversions and destroyed locked
