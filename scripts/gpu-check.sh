@@ -13,9 +13,10 @@
 #                            the tests use: two ranks on one GPU need NCCL >= 2.30 (built once; the
 #                            build is kept in build-gpu-nccl/ and resumes)
 #     prebuilt/              the GPU programs that need no LibTorch (libhorovodcpp, test_nccl_collectives,
-#                            test_nccl_process_sets, nccl_allreduce_benchmark), Release, sm_90, against
-#                            CUDA 13 and NCCL 2.28.9 (the NCCL PyTorch 2.11 ships); they find each other
-#                            through $ORIGIN and MPI, NCCL and the CUDA runtime through LD_LIBRARY_PATH
+#                            test_nccl_process_sets, test_nccl_mixed_workload, nccl_allreduce_benchmark),
+#                            Release, sm_90, against CUDA 13 and NCCL 2.28.9 (the NCCL PyTorch 2.11
+#                            ships); they find each other through $ORIGIN and MPI, NCCL and the CUDA
+#                            runtime through LD_LIBRARY_PATH
 #     GPU_CHECK_PREBUILD=0 skips nccl/ and prebuilt/ (the machine then builds them: steps nccl, build).
 #   scripts/gpu-check.sh STEP...         ON THE GPU MACHINE, in the repository root, in the order given:
 #     configure  CMake with HVD_WITH_CUDA=ON, HVD_WITH_TORCH=ON against the LibTorch of the machine's
@@ -27,7 +28,7 @@
 #                itself there fails)
 #     multirank  with NCCL >= 2.30, np=2 and np=4 on the one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1,
 #                NCCL_MAX_CTAS=2, NCCL_NVLS_ENABLE=0): collectives, hierarchical allreduce as 2x2,
-#                process sets
+#                process sets, and at np=3 a random mix of every collective in each rank's own order
 #     torch      the LibTorch [cuda] cases at np=1 (they fail, not skip, when torch sees no GPU), and
 #                at np=2 with NCCL >= 2.30
 #     mnist      MNIST one epoch on the GPU (--device cuda) and on the CPU; both accuracies
@@ -81,7 +82,7 @@ nccl_collectives_built() {
   done
   return $missing
 }
-gpu_programs=(test_nccl_collectives test_nccl_process_sets nccl_allreduce_benchmark)
+gpu_programs=(test_nccl_collectives test_nccl_process_sets test_nccl_mixed_workload nccl_allreduce_benchmark)
 
 # build_nccl SRC_TARBALL DIR: NCCL for sm_90 in DIR/out (resumes a build that stopped).
 build_nccl() {
@@ -432,10 +433,11 @@ step_multirank() {
   local log=$1 rc=0
   if [[ -z $built_nccl ]]; then echo "no NCCL >= 2.30: carry .gpu/nccl (prepare) or run the nccl step first" >> "$log"; return 1; fi
   [[ $carried == no ]] && { await_build || { echo "no build: the build step failed" >> "$log"; return 1; }; }
-  local env_cmd collectives processes
+  local env_cmd collectives processes mixed
   read -r -a env_cmd <<< "$(multirank_env)"
   collectives=$(program test_nccl_collectives)
   processes=$(program test_nccl_process_sets)
+  mixed=$(program test_nccl_mixed_workload)
   "${env_cmd[@]}" "$python" -c "import ctypes; v=ctypes.c_int(); ctypes.CDLL('libnccl.so.2').ncclGetVersion(ctypes.byref(v)); print('NCCL loaded:', v.value)" >> "$log" 2>&1
   if ! run "$log" 120 "${env_cmd[@]}" mpirun "${mpirun_flags[@]}" -np 2 "$collectives"; then
     # Under gVisor (versions.log's kernel 4.4.0) CUDA IPC between processes may be refused: once
@@ -458,6 +460,9 @@ step_multirank() {
   run "$log" 90 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=2 HOROVOD_HIERARCHICAL_ALLREDUCE=1 \
     mpirun "${mpirun_flags[@]}" -np 4 "$collectives" "[allreduce],[adasum]" || rc=1
   run "$log" 90 "${env_cmd[@]}" HOROVOD_DYNAMIC_PROCESS_SETS=1 mpirun "${mpirun_flags[@]}" -np 4 "$processes" || rc=1
+  # A random mix of every collective, in each rank's own order, a set of ranks 0 and 1 beside.
+  run "$log" 90 "${env_cmd[@]}" HOROVOD_DYNAMIC_PROCESS_SETS=1 HVD_TEST_ROUNDS=20 mpirun "${mpirun_flags[@]}" -np 3 \
+    "$mixed" || rc=1
   no_skips "$log" || rc=1
   return $rc
 }

@@ -36,8 +36,9 @@ run_asan() {
 
 # The NCCL backend on the emulated CUDA runtime and NCCL (headers from /usr/local/cuda; no nvcc
 # build, no GPU): built into the TSan stage when the toolkit is here.
-emulated_targets=(test_emulated_cuda_nccl test_nccl_collectives_emulated test_nccl_faults_emulated)
-emulated_tests='|test_emulated_cuda_nccl_np2|test_nccl_collectives_emulated_np2|test_nccl_faults_[a-z_]*_emulated_np2'
+emulated_targets=(test_emulated_cuda_nccl test_nccl_collectives_emulated test_nccl_faults_emulated
+                  test_nccl_mixed_workload_emulated)
+emulated_tests='|test_emulated_cuda_nccl_np2|test_nccl_(collectives|mixed_workload)_emulated_np2|test_nccl_faults_[a-z_]*_emulated_np2'
 
 run_tsan() {
   local b=${TSAN_BUILD_DIR:-build-tsan} cuda=OFF targets=() tests=$tsan_tests
