@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/half.h"
 
@@ -166,6 +167,22 @@ std::string gpu_skip_reason() {
            " is older than 2.30, which first allows several ranks per GPU";
   }
   return {};
+}
+
+int start_on_gpu(const char* what) {
+  if (cuda_device_count() == 0) {
+    std::printf("SKIPPED: no CUDA device is present (cudaGetDeviceCount reports none); %s needs a GPU\n", what);
+    return kSkipReturnCode;
+  }
+  init();
+  const std::string why = gpu_skip_reason();
+  if (!why.empty()) {
+    if (rank() == 0) std::printf("SKIPPED: %s\n", why.c_str());
+    shutdown();
+    return kSkipReturnCode;
+  }
+  check_cuda(cudaSetDevice(local_rank() % cuda_device_count()), "cudaSetDevice");
+  return 0;
 }
 
 }  // namespace hvd::test

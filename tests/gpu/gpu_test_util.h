@@ -92,6 +92,11 @@ double round_trip(double value, DataType dtype);
 std::string gpu_skip_reason();
 // Device count, 0 when the runtime reports none or fails.
 int cuda_device_count();
+// The start of a GPU test program: without a device, prints "SKIPPED: ..." naming `what` needs
+// one and returns the skip code; else hvd::init(), and where the ranks cannot run here
+// (gpu_skip_reason) rank 0 prints why, every rank shuts down and it returns the skip code; else
+// each rank takes device local_rank % devices and it returns 0.
+int start_on_gpu(const char* what);
 
 // Test kernel (gpu_test_kernels.cu): spins for about `nanoseconds` on `stream`, then writes
 // float values (i + 1) * scale into `data`.

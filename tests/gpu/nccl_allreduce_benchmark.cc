@@ -63,19 +63,8 @@ double time_raw(const test::DeviceTensorPtr& t, ncclComm_t comm, cudaStream_t st
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (test::cuda_device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present; the allreduce benchmark needs a GPU\n");
-    return test::kSkipReturnCode;
-  }
   const std::int64_t max_bytes = argc > 1 ? std::atoll(argv[1]) : (std::int64_t{256} << 20);
-  init();
-  const std::string why = test::gpu_skip_reason();
-  if (!why.empty()) {
-    if (rank() == 0) std::printf("SKIPPED: %s\n", why.c_str());
-    shutdown();
-    return test::kSkipReturnCode;
-  }
-  test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
+  if (const int skip = test::start_on_gpu("the allreduce benchmark")) return skip;
   ncclComm_t comm = raw_comm();
   cudaStream_t stream;
   test::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");

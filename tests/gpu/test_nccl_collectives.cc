@@ -623,19 +623,7 @@ TEST_CASE("ranks that disagree on a GPU tensor's dtype all get the same error", 
 }
 
 int main(int argc, char** argv) {
-  if (test::cuda_device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present (cudaGetDeviceCount reports none); "
-                "the NCCL GPU tests need a GPU\n");
-    return test::kSkipReturnCode;
-  }
-  init();
-  const std::string why = test::gpu_skip_reason();
-  if (!why.empty()) {
-    if (rank() == 0) std::printf("SKIPPED: %s\n", why.c_str());
-    shutdown();
-    return test::kSkipReturnCode;
-  }
-  test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
+  if (const int skip = test::start_on_gpu("the NCCL GPU tests")) return skip;
   if (rank() == 0) {
     int version = 0;
     ncclGetVersion(&version);

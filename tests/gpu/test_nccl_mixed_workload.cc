@@ -6,7 +6,6 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "tests/common/every_rank_session.h"
@@ -49,18 +48,6 @@ TEST_CASE("a random mix of NCCL collectives in a different order on every rank, 
 }
 
 int main(int argc, char** argv) {
-  if (test::cuda_device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present (cudaGetDeviceCount reports none); "
-                "the NCCL mixed workload needs a GPU\n");
-    return test::kSkipReturnCode;
-  }
-  init();
-  const std::string why = test::gpu_skip_reason();
-  if (!why.empty()) {
-    if (rank() == 0) std::printf("SKIPPED: %s\n", why.c_str());
-    shutdown();
-    return test::kSkipReturnCode;
-  }
-  test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
+  if (const int skip = test::start_on_gpu("the NCCL mixed workload")) return skip;
   return test::run_session_on_every_rank(argc, argv);
 }

@@ -6,7 +6,6 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 
 #include "tests/common/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -125,18 +124,6 @@ TEST_CASE("every collective in a set added at run time, on the GPU") {
 }
 
 int main(int argc, char** argv) {
-  if (test::cuda_device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device is present (cudaGetDeviceCount reports none); "
-                "the NCCL process set tests need a GPU\n");
-    return test::kSkipReturnCode;
-  }
-  init();
-  const std::string why = test::gpu_skip_reason();
-  if (!why.empty()) {
-    if (rank() == 0) std::printf("SKIPPED: %s\n", why.c_str());
-    shutdown();
-    return test::kSkipReturnCode;
-  }
-  test::check_cuda(cudaSetDevice(local_rank() % test::cuda_device_count()), "cudaSetDevice");
+  if (const int skip = test::start_on_gpu("the NCCL process set tests")) return skip;
   return test::run_session_on_every_rank(argc, argv);
 }
