@@ -40,10 +40,10 @@
 // (OpContext::report_abort), whose watchdog hands the notice to this class (peer_aborted) at its
 // next tick: from then on it is their asynchronous error, with the first rank's reason
 // (test_nccl_faults_abort_unseen_emulated, with the emulation told to keep aborts unseen). A rank
-// that has such a notice passes on none of its own: every rank has one. A peer outside the failed rank's groups aborts
-// too: every rank shares the world's communicator with it. A rank that stops alone (Note [An
-// exception in the executor stops every rank]) aborts its communicators too; its failure report
-// is the peers' notice.
+// that has such a notice passes on none of its own: every rank has one. A peer outside the failed
+// rank's groups aborts too: every rank shares the world's communicator with it. A rank that stops
+// alone (Note [An exception in the executor stops every rank]) aborts its communicators too; its
+// failure report is the peers' notice.
 //
 // Note [One thread operates the communicators]
 // NCCL allows one thread at a time per communicator. The background thread holds use() for the

@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/half.h"
 #include "horovodcpp/horovod.h"
 #include "tests/common/rank_reduction.h"
+#include "tests/mpi/test_support.h"
 
 namespace hvd::test::mixed {
 
@@ -120,22 +120,6 @@ struct Placement {
   int size = 0;
   int rank = 0;  // in the set; the set's ranks are global ranks 0..size-1
 };
-
-// The closed form as `dtype` stores it (the rounding of 16-bit floats, the truncation of ints).
-inline double stored_as(double value, DataType dtype) {
-  switch (dtype) {
-    case DataType::UInt8: return static_cast<std::uint8_t>(value);
-    case DataType::Int8: return static_cast<std::int8_t>(value);
-    case DataType::Int16: return static_cast<std::int16_t>(value);
-    case DataType::Int32: return static_cast<std::int32_t>(value);
-    case DataType::Int64: return static_cast<double>(static_cast<std::int64_t>(value));
-    case DataType::Float16: return detail::half_to_float(detail::float_to_half(static_cast<float>(value)));
-    case DataType::BFloat16: return detail::bfloat16_to_float(detail::float_to_bfloat16(static_cast<float>(value)));
-    case DataType::Float32: return static_cast<float>(value);
-    case DataType::Float64: return value;
-  }
-  return value;
-}
 
 // What this rank submits for one descriptor in round `round`, and the check of what comes back.
 template <typename Memory>
@@ -280,8 +264,9 @@ class Submission {
       if (result->shape() != shape)
         return member + ": shape " + shape_string(result->shape()) + ", expected " + shape_string(shape);
       const std::vector<double> got = Memory::read(result);
+      const auto stored = filled(dtype, shape, expected);  // the closed form as the dtype stores it
       for (std::size_t i = 0; i < got.size(); ++i) {
-        const double want = stored_as(expected(static_cast<std::int64_t>(i)), dtype);
+        const double want = read_as_double(*stored, static_cast<std::int64_t>(i));
         if (std::abs(got[i] - want) > tolerance(dtype) * std::max(1.0, std::abs(want)))
           return member + " element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " +
                  std::to_string(want);

@@ -37,7 +37,6 @@ def keep(handle, alive, result):
     """Records ``handle``: ``alive`` stays referenced until synchronize(); ``result`` is what it
     returns (a FromOutputs to build it from the runtime's outputs)."""
     _handle_map[handle] = (alive, result)
-    return handle
 
 
 def forget_all():
