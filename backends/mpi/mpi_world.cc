@@ -30,6 +30,20 @@ int fake_local_size(int size) {
   return static_cast<int>(k);
 }
 
+// HVD_TEST_FAKE_PLACEMENT: how the fake nodes take their ranks. "block" (the default, as
+// `mpirun --map-by slot`): node n holds ranks n*k .. n*k+k-1; "round_robin" (as `--map-by node`):
+// node n holds ranks n, n + nodes, ..., so that world order is not node-major.
+bool fake_round_robin(int local_size) {
+  const char* raw = std::getenv("HVD_TEST_FAKE_PLACEMENT");
+  if (raw == nullptr || *raw == '\0' || std::string(raw) == "block") return false;
+  if (std::string(raw) != "round_robin")
+    throw std::runtime_error("HVD_TEST_FAKE_PLACEMENT='" + std::string(raw) + "' must be block or round_robin");
+  if (local_size == 0)
+    throw std::runtime_error("HVD_TEST_FAKE_PLACEMENT='" + std::string(raw) +
+                             "' needs HVD_TEST_FAKE_LOCAL_SIZE (the ranks per fake node)");
+  return true;
+}
+
 // The global ranks of `comm`'s members, in `comm`'s rank order.
 std::vector<int> members_of(MPI_Comm comm, int global_rank) {
   int size = 0;
@@ -93,8 +107,11 @@ MpiWorld::MpiWorld(double start_timeout_seconds) {
   MPI_Comm_rank(global_, &rank_);
   MPI_Comm_size(global_, &size_);
 
-  if (int k = fake_local_size(size_); k > 0)
-    check(MPI_Comm_split(global_, rank_ / k, rank_, &local_), "MPI_Comm_split");
+  const int fake_k = fake_local_size(size_);
+  const bool round_robin = fake_round_robin(fake_k);
+  if (fake_k > 0)
+    check(MPI_Comm_split(global_, round_robin ? rank_ % (size_ / fake_k) : rank_ / fake_k, rank_, &local_),
+          "MPI_Comm_split");
   else
     check(MPI_Comm_split_type(global_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_), "MPI_Comm_split_type");
   MPI_Comm_rank(local_, &local_rank_);

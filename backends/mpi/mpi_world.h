@@ -2,7 +2,9 @@
 // duplicates MPI_COMM_WORLD so our traffic never matches the application's, and derives the
 // topology: local = MPI_Comm_split_type(SHARED), cross = ranks with the same local rank.
 // The test-only variable HVD_TEST_FAKE_LOCAL_SIZE=k instead groups consecutive blocks of k
-// ranks into one "node", so hierarchical code paths are testable on one machine.
+// ranks into one "node", so hierarchical code paths are testable on one machine;
+// HVD_TEST_FAKE_PLACEMENT=round_robin deals the ranks to the nodes in turn instead (as
+// `mpirun --map-by node`), so that world order is not node-major.
 // Process sets get communicators split from the global one (create_communicator).
 // Created and used on the background thread only; owned by the Runtime.
 #pragma once

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "tests/common/adasum_reference.h"
+#include "tests/common/fake_placement.h"
 #include "tests/common/rank_reduction.h"
 #include "tests/common/every_rank_session.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -51,7 +52,7 @@ std::string label(const char* op, DataType dtype, ReduceOp reduce, std::int64_t 
 }
 
 // How this job reduces device Adasum (Note [Adasum of device tensors averages within the node]):
-// NcclAdasum averages each node's `group` consecutive ranks first, unless
+// NcclAdasum averages each node's `group` ranks first (test::ranks_of_node), unless
 // HOROVOD_GPU_OPERATIONS=mpi or one rank per node stages every rank as a participant. On several
 // nodes with a power-of-two local size it works on one chunk per local rank (Note [Adasum of a
 // node's chunk]).
@@ -536,7 +537,7 @@ TEST_CASE("a joined rank contributes zeros to device Adasum", "[adasum][join]") 
   std::vector<std::vector<double>> averages;
   for (int g = 0; g < adasum.participants; ++g) {
     std::vector<double> average(count, 0.0);
-    for (int r = g * adasum.group; r < (g + 1) * adasum.group; ++r) {
+    for (int r : test::ranks_of_node(g, adasum.group, n)) {
       const auto v = contribution(r);
       for (std::int64_t i = 0; i < count; ++i) average[i] += v[i] / adasum.group;
     }
@@ -588,7 +589,7 @@ TEST_CASE("device Adasum of general vectors against the reference, sizes that do
       std::vector<std::vector<double>> averages;
       for (int g = 0; g < adasum.participants; ++g) {
         std::vector<double> average(counts[t], 0.0);
-        for (int r = g * adasum.group; r < (g + 1) * adasum.group; ++r)
+        for (int r : test::ranks_of_node(g, adasum.group, n))
           for (std::int64_t i = 0; i < counts[t]; ++i) average[i] += test::round_trip(value(r, t, i), dtype) / adasum.group;
         averages.push_back(average);
       }

@@ -1,7 +1,9 @@
 // Hierarchical allreduce on the host path (HOROVOD_HIERARCHICAL_ALLREDUCE=1) with a faked node
-// split (HVD_TEST_FAKE_LOCAL_SIZE=2: np=4 is 2 nodes x 2 ranks). Every dtype and reduce op,
-// fused and unfused, with element counts that do not divide by the local size, against the
-// closed form; the timeline proves the hierarchical op ran rather than the flat one.
+// split (HVD_TEST_FAKE_LOCAL_SIZE=2: np=4 is 2 nodes x 2 ranks, consecutive or, with
+// HVD_TEST_FAKE_PLACEMENT=round_robin, dealt in turn as `mpirun --map-by node` does). Every
+// dtype and reduce op, fused and unfused, with element counts that do not divide by the local
+// size, against the closed form; the timeline proves the hierarchical op ran rather than the flat
+// one.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "horovodcpp/horovod.h"
+#include "tests/common/fake_placement.h"
 #include "tests/common/rank_reduction.h"
 #include "tests/mpi/test_support.h"
 
@@ -51,11 +54,19 @@ std::string label(const char* kind, DataType dtype, ReduceOp op, std::int64_t n)
 
 }  // namespace
 
-TEST_CASE("the fake node split gives 2 ranks per node") {
+TEST_CASE("the fake node split gives 2 ranks per node, in blocks or dealt round robin") {
   REQUIRE(local_size() == 2);
-  REQUIRE(cross_size() == size() / 2);
-  REQUIRE(local_rank() == rank() % 2);
-  REQUIRE(cross_rank() == rank() / 2);
+  const int nodes = size() / 2;
+  REQUIRE(cross_size() == nodes);
+  if (round_robin_placement()) {  // node n holds ranks n, n + nodes, ...
+    REQUIRE(local_rank() == rank() / nodes);
+    REQUIRE(cross_rank() == rank() % nodes);
+  } else {
+    REQUIRE(local_rank() == rank() % 2);
+    REQUIRE(cross_rank() == rank() / 2);
+  }
+  const std::vector<int> mine = ranks_of_node(cross_rank(), 2, size());
+  REQUIRE(mine.at(local_rank()) == rank());
 }
 
 TEST_CASE("hierarchical allreduce of one tensor: every dtype, op and remainder") {
