@@ -2,6 +2,7 @@
 
 #include "core/collective_traits.h"
 #include "core/logging.h"
+#include "core/stopped.h"
 
 namespace hvd::detail {
 namespace {
@@ -88,7 +89,7 @@ bool Executor::run(const ResponseList& list, ProcessSetState& set, std::string* 
     // Submissions are refused before the handles wake: the caller's next op, submitted between
     // this and the runtime's stop, would otherwise be taken in and fail as shut down rather
     // than refused as stopped.
-    queue_.refuse_adds("horovodcpp has stopped: " + *failure);
+    queue_.refuse_adds(stopped_message(*failure));
     for (auto& entry : entries)
       if (entry.handle) entry.handle->fail_all(Status::error(*failure));
     return false;
@@ -182,7 +183,7 @@ void Executor::finish(std::vector<TensorTableEntry>& entries, const Status& stat
 }
 
 void Executor::abort_pending(const std::string& reason) {
-  std::vector<TensorTableEntry> left = queue_.close("horovodcpp has stopped: " + reason);
+  std::vector<TensorTableEntry> left = queue_.close(stopped_message(reason));
   for (auto& e : left) {
     std::vector<TensorTableEntry> one;
     one.push_back(std::move(e));

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/process_set_access.h"
 #include "core/runtime.h"
+#include "core/stopped.h"
 #include "horovodcpp/horovod.h"
 
 namespace hvd {
@@ -72,7 +73,7 @@ void install_exit_handlers() {
 
 detail::Runtime& runtime(const std::string& caller) {
   detail::Runtime& rt = initialized_runtime(caller);
-  if (!rt.running()) throw Error(caller + ": horovodcpp has stopped: " + rt.stop_reason());
+  if (!rt.running()) throw Error(caller + ": " + detail::stopped_message(rt.stop_reason()));
   return rt;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/logging.h"
 #include "core/settings_agreement.h"
+#include "core/stopped.h"
 
 namespace hvd::detail {
 namespace {
@@ -210,7 +211,7 @@ void Runtime::abandon(const std::string& reason) {
   running_ = false;
   log_error(reason);
   const Status failure = Status::aborted(reason);
-  for (auto& e : queue_.close("horovodcpp has stopped: " + reason))
+  for (auto& e : queue_.close(stopped_message(reason)))
     if (e.handle) e.handle->fail_all(failure);
   live_handles_.fail_all(failure);
 }
@@ -278,7 +279,7 @@ std::shared_ptr<HandleState> Runtime::enqueue(std::vector<TensorTableEntry> entr
   // by a caller that already saw running() false, is refused as the closed queue would refuse it.
   if (!running()) {
     const std::string reason = stop_reason();
-    if (!reason.empty()) throw Error("horovodcpp has stopped: " + reason);
+    if (!reason.empty()) throw Error(stopped_message(reason));
   }
   live_handles_.track(state);
   // The negotiation opens at the submission: the request may wait for a cycle another rank

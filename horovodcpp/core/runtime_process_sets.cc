@@ -4,6 +4,7 @@
 
 #include "core/logging.h"
 #include "core/runtime.h"
+#include "core/stopped.h"
 
 namespace hvd::detail {
 namespace {
@@ -69,7 +70,7 @@ const std::vector<int>& Runtime::check_member(int process_set_id, const std::fun
                           (process_sets_.was_removed(process_set_id) ? " was removed" : " is not registered"));
   // A stopped runtime released its sets' communicators (ProcessSetTable::clear): a submission
   // racing with the stop gets the stop's reason, not a wrong "not in the set".
-  if (!set->member() && !running()) throw Error(op() + ": horovodcpp has stopped: " + stop_reason());
+  if (!set->member() && !running()) throw Error(op() + ": " + stopped_message(stop_reason()));
   if (!set->member())
     throw InvalidArgument(op() + ": rank " + std::to_string(topology_.rank) + " is not in " +
                           describe_process_set(set->id, set->ranks) + "; only its ranks may submit to it");

@@ -151,9 +151,8 @@ void TensorQueue::refuse_adds(const std::string& reason) {
 }
 
 std::vector<TensorTableEntry> TensorQueue::close(const std::string& reason) {
+  refuse_adds(reason);
   std::lock_guard<std::mutex> lock(mutex_);
-  closed_ = true;
-  closed_reason_ = reason;
   std::vector<TensorTableEntry> out;
   out.reserve(table_.size());
   for (auto& [key, e] : table_) {
