@@ -42,7 +42,7 @@ enum class Op {
   Allreduce, Fused, Allgather, AllgatherUneven, Broadcast, Alltoall, Reducescatter, Hierarchical, Adasum,
   AdasumWhole, Set
 };
-enum class Fault { Launch, Call, Async, Alloc };
+enum class Fault { Launch, Copy, Call, Async, Alloc };
 enum class Expect { Every, Own, Either };
 
 struct Case {
@@ -59,7 +59,8 @@ struct Case {
 // Kernel launches (Fault::Launch) each op makes, in order (the emulation counts the runtime's own
 // kernels; copies and memsets are not launches): allreduce prescale, postscale; fused and
 // hierarchical copy in, copy out; reducescatter (padded) copy in, postscale; Adasum copy in, copy
-// out. NCCL calls (Fault::Call): one per collective, one per send, receive or broadcast of a group.
+// out. Device-to-device copies (Fault::Copy): the padded reducescatter's copy of this rank's rows
+// out of the fusion buffer, before the postscale. NCCL calls (Fault::Call): one per collective, one per send, receive or broadcast of a group.
 // NCCL operations (Fault::Async): one per collective or group.
 const Case kCases[] = {
     {"allreduce:launch:1", Op::Allreduce, Fault::Launch, 1, false, 2, Expect::Every},
@@ -90,6 +91,10 @@ const Case kCases[] = {
     {"alltoall:alloc:1", Op::Alltoall, Fault::Alloc, 1, false, 4, Expect::Every},
     {"reducescatter:launch:1", Op::Reducescatter, Fault::Launch, 1, true, 2, Expect::Every},
     {"reducescatter:launch:2", Op::Reducescatter, Fault::Launch, 2, false, 2, Expect::Own},
+    // The copy out comes before the next entry's collective, so the communicators are aborted; the
+    // peers have their rows by then and may complete first.
+    {"reducescatter:copy:1", Op::Reducescatter, Fault::Copy, 1, false, 2, Expect::Either},
+    {"reducescatter:copy:1@np4", Op::Reducescatter, Fault::Copy, 1, true, 4, Expect::Either},
     {"reducescatter:call:1", Op::Reducescatter, Fault::Call, 1, false, 2, Expect::Every},
     {"reducescatter:async:1", Op::Reducescatter, Fault::Async, 1, true, 2, Expect::Every},
     {"reducescatter:alloc:1", Op::Reducescatter, Fault::Alloc, 1, true, 2, Expect::Every},
@@ -338,6 +343,7 @@ std::string attempt(Op op, const std::string& name, const ProcessSet& set, const
 void arm(const Case& c) {
   switch (c.fault) {
     case Fault::Launch: emu::fail_kernel_launch(c.nth, cudaErrorLaunchOutOfResources); break;
+    case Fault::Copy: emu::fail_device_copy(c.nth, cudaErrorInvalidValue); break;
     case Fault::Call: emu::fail_nccl_call(c.nth, ncclSystemError); break;
     case Fault::Async: emu::inject_async_error(c.nth, ncclSystemError); break;
     case Fault::Alloc: {

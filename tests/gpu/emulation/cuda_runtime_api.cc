@@ -10,6 +10,7 @@
 
 #include "tests/gpu/emulation/device_memory.h"
 #include "tests/gpu/emulation/emulation.h"
+#include "tests/gpu/emulation/emulation_control.h"
 #include "tests/gpu/emulation/streams.h"
 
 using hvd::emu::DeviceMemory;
@@ -247,6 +248,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   auto stream = hvd::emu::resolve_stream(handle);
   if (!stream) return result(cudaErrorInvalidResourceHandle);
   const bool dst_device = is_device(dst), src_device = is_device(src);
+  if (dst_device && src_device)
+    if (cudaError_t fault = hvd::emu::take_device_copy_fault(); fault != cudaSuccess) return result(fault);
   // Pageable host memory, as in CUDA: a copy from it is staged at the call; a copy to it
   // returns only once it is done. Pinned memory is read and written in stream order.
   if (!src_device && !is_pinned(src)) {

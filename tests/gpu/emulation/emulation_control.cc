@@ -29,19 +29,21 @@ struct Armed {
   }
 };
 
-Armed g_launch, g_nccl_call, g_async, g_init;
+Armed g_launch, g_device_copy, g_nccl_call, g_async, g_init;
 std::atomic<bool> g_finalize_stalls{false};
 std::atomic<int> g_read_hold_ms{0};
 
 }  // namespace
 
 void fail_kernel_launch(int nth, cudaError_t error) { g_launch.arm(nth, error); }
+void fail_device_copy(int nth, cudaError_t error) { g_device_copy.arm(nth, error); }
 void fail_nccl_call(int nth, ncclResult_t result) { g_nccl_call.arm(nth, result); }
 void inject_async_error(int nth, ncclResult_t result) { g_async.arm(nth, result); }
 void stall_comm_init(int nth) { g_init.arm(nth, 1); }
 void stall_finalize() { g_finalize_stalls = true; }
 
 cudaError_t take_kernel_launch_fault() { return static_cast<cudaError_t>(g_launch.take()); }
+cudaError_t take_device_copy_fault() { return static_cast<cudaError_t>(g_device_copy.take()); }
 ncclResult_t take_nccl_call_fault() { return static_cast<ncclResult_t>(g_nccl_call.take()); }
 ncclResult_t take_async_fault() { return static_cast<ncclResult_t>(g_async.take()); }
 bool take_init_stall() { return g_init.take() != 0; }

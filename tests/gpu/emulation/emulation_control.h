@@ -10,6 +10,9 @@ namespace hvd::emu {
 
 // The `nth` kernel launch from now (1 = the next) returns `error` and enqueues nothing.
 void fail_kernel_launch(int nth, cudaError_t error);
+// The `nth` device-to-device cudaMemcpyAsync from now returns `error` and enqueues nothing. Copies
+// to or from host memory are not counted: they are the tests' own uploads and downloads.
+void fail_device_copy(int nth, cudaError_t error);
 // The `nth` NCCL collective or point-to-point call from now returns `result` without enqueueing.
 void fail_nccl_call(int nth, ncclResult_t result);
 // When the `nth` NCCL operation from now runs on its stream, its communicator reports `result`
@@ -30,6 +33,7 @@ void hold_next_read(int milliseconds);
 
 // For the emulation itself.
 cudaError_t take_kernel_launch_fault();
+cudaError_t take_device_copy_fault();
 ncclResult_t take_nccl_call_fault();
 ncclResult_t take_async_fault();
 bool take_init_stall();
