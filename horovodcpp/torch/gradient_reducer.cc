@@ -121,6 +121,8 @@ void GradientReducer::refresh(const std::vector<::torch::optim::OptimizerParamGr
     throw Error(std::string(kWho) + ": " + std::to_string(unnamed) + " trainable parameter(s) of the optimizer, " +
                 "first " + first_unnamed + ", are not in the named_parameters it was given; pass the model's "
                 "named_parameters() (all of them, frozen ones too) so every rank names each gradient the same");
+  std::lock_guard<std::mutex> lock(mutex_);
+  renew_replaced_accumulators();
 }
 
 void GradientReducer::add_slot(const at::Tensor& param, std::size_t named_index) {
@@ -157,6 +159,9 @@ void GradientReducer::register_hooks(std::size_t index) {
                 "); parameters must be leaf tensors");
   }
   if (!slot.accumulator) throw Error(std::string(kWho) + ": parameter '" + slot.name + "' has no gradient accumulator");
+  slot.hooked_sizes = slot.param.sizes().vec();
+  slot.hooked_dtype = slot.param.scalar_type();
+  slot.hooked_device = slot.param.device();
   // Autograd only holds the accumulator weakly: slot.accumulator keeps it (and the hooks) alive.
   auto check = std::make_unique<BeforeGradient>(this, index);
   slot.pre_hook = check.get();
@@ -164,17 +169,43 @@ void GradientReducer::register_hooks(std::size_t index) {
   slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<AfterGradient>(this, index));
 }
 
+void GradientReducer::unhook(Slot& slot) {
+  if (!slot.accumulator) return;
+  slot.accumulator->del_post_hook(slot.hook_key);
+  auto& pre = slot.accumulator->pre_hooks();
+  pre.erase(std::remove_if(pre.begin(), pre.end(), [&](const auto& h) { return h.get() == slot.pre_hook; }),
+            pre.end());
+  slot.pre_hook = nullptr;
+}
+
+// Note [A parameter's data replaced]
+// set_data() with another dtype or device (module->to() after the optimizer was built) makes
+// autograd drop its weak reference to the parameter's gradient accumulator and build a new one,
+// without our hooks: the gradients then reach synchronize() only, at step(). With another shape
+// (a layer grown in place) autograd keeps the old accumulator, since we hold it, and refuses the
+// new gradient against the shape it recorded ("returned an invalid gradient"). So at zero_grad()
+// and step() such a parameter's hooks move to a fresh accumulator; once the last graph that used
+// the old one is gone, autograd builds the fresh one for the new data. (Compared with what the
+// parameter was, not by asking autograd for its accumulator: that takes a lock per parameter, at
+// every step.)
+void GradientReducer::renew_replaced_accumulators() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    if (!slot.accumulator) continue;
+    if (slot.param.sizes().equals(slot.hooked_sizes) && slot.param.scalar_type() == slot.hooked_dtype &&
+        slot.param.device() == slot.hooked_device)
+      continue;
+    unhook(slot);
+    slot.accumulator.reset();
+    register_hooks(i);
+  }
+}
+
 GradientReducer::~GradientReducer() { detach(); }
 
 void GradientReducer::detach() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& slot : slots_) {
-    if (!slot.accumulator) continue;
-    slot.accumulator->del_post_hook(slot.hook_key);
-    auto& pre = slot.accumulator->pre_hooks();
-    pre.erase(std::remove_if(pre.begin(), pre.end(), [&](const auto& h) { return h.get() == slot.pre_hook; }),
-              pre.end());
-  }
+  for (auto& slot : slots_) unhook(slot);
   discard_in_flight();  // the runtime writes into slot.wire until each completes
   for (auto& slot : slots_) release(slot);
   slots_.clear();
@@ -334,6 +365,7 @@ void GradientReducer::forget() {
     slot.reduced = false;
     slot.passes = 0;
   }
+  renew_replaced_accumulators();
 }
 
 std::size_t GradientReducer::pending() const {

@@ -45,7 +45,8 @@ class GradientReducer {
   // Adasum mode: how to step the wrapped optimizer on one parameter (again after a move).
   void bind_local_step(LocalStep step);
   bool combines_updates() const { return deltas_ != nullptr; }
-  // Picks up parameters added by add_param_group() or unfrozen since the last call.
+  // Picks up parameters added by add_param_group() or unfrozen since the last call, and
+  // parameters whose data set_data() replaced (Note [A parameter's data replaced]).
   void refresh(const std::vector<::torch::optim::OptimizerParamGroup>& groups);
   // Starts what was not started (zeros for parameters without a gradient), waits for every
   // allreduce and writes the results back; throws hvd::Error naming the first failure.
@@ -54,8 +55,9 @@ class GradientReducer {
   bool all_reduced() const;
   // The optimizer stepped: the next backward pass starts a new accumulation.
   void after_step();
-  // zero_grad(): waits for (and drops) reductions in flight and starts a new accumulation. Adasum
-  // mode refuses it once a parameter has completed its accumulation: its local step is taken.
+  // zero_grad(): waits for (and drops) reductions in flight and starts a new accumulation, and
+  // renews replaced parameters' accumulators as refresh does. Adasum mode refuses it once a
+  // parameter has completed its accumulation: its local step is taken.
   void forget();
   std::size_t pending() const;
   const DistributedOptimizerOptions& options() const { return options_; }
@@ -71,6 +73,11 @@ class GradientReducer {
     AllreduceOptions collective;
     at::Tensor param;
     AccumulatorPtr accumulator;
+    // The parameter's shape, dtype and device when the accumulator was taken: autograd checks
+    // gradients against the shape, and replaces the accumulator on another dtype or device.
+    std::vector<std::int64_t> hooked_sizes;
+    at::ScalarType hooked_dtype = at::ScalarType::Undefined;
+    at::Device hooked_device = at::kCPU;
     std::uintptr_t hook_key = 0;
     const ::torch::autograd::FunctionPreHook* pre_hook = nullptr;  // owned by the accumulator
     int passes = 0;        // backward passes accumulated locally since the last reduction
@@ -122,7 +129,11 @@ class GradientReducer {
   // Removes the hooks, waits for what is in flight and gives the held names back: the
   // destructor, or a constructor that throws.
   void detach();
-  void register_hooks(std::size_t index);
+  void register_hooks(std::size_t index);  // mutex_ held
+  void unhook(Slot& slot);                 // mutex_ held
+  // mutex_ held: moves the hooks of parameters whose data set_data() replaced to fresh
+  // accumulators (Note [A parameter's data replaced]).
+  void renew_replaced_accumulators();
   void before_gradient(std::size_t index);
   void on_gradient(std::size_t index);
   void finish_backward();

@@ -406,3 +406,60 @@ TEST_CASE("a train function taking torch::optim::Optimizer& sees the wrapped opt
     CHECK(state->step() == 1);
   }
 }
+
+TEST_CASE("a parameter given a new shape with set_data is reduced in its new shape", "[optimizer]") {
+  // Network surgery between steps (a layer grown in place): the parameter keeps its identity, so
+  // its hook and name stay, and the next reduction carries the gradient's new shape on every rank.
+  const int size = hvd::size();
+  const double rank_factor = hvd::rank() + 1.0, mean_factor = (size + 1) / 2.0;  // mean over ranks of (r+1)
+  torch::manual_seed(0);
+  torch::nn::Linear layer(4, 3);
+  ht::DistributedOptimizer opt(torch::optim::SGD(layer->parameters(), 0.5), layer->named_parameters());
+  const auto x = torch::ones({2, 4});
+  auto train_step = [&] {
+    opt.zero_grad();
+    layer->forward(x * rank_factor).sum().backward();
+    opt.synchronize();
+  };
+  train_step();
+  CHECK(layer->weight.grad().allclose(torch::full({3, 4}, 2 * mean_factor)));
+  opt.step();
+  {
+    torch::NoGradGuard no_grad;
+    layer->weight.set_data(torch::ones({5, 4}));
+    layer->bias.set_data(torch::zeros({5}));
+  }
+  // As plain LibTorch needs: zero_grad() keeps the old gradients (zeroed, in the old shape), and
+  // backward would accumulate into them.
+  for (auto& p : layer->parameters()) p.mutable_grad().reset();
+  layer->options.out_features(5);
+  train_step();
+  // d(sum)/dW[i][j] = sum over the batch of x * (r + 1): 2 (r + 1), averaged over the ranks.
+  REQUIRE(layer->weight.grad().sizes() == torch::IntArrayRef({5, 4}));
+  CHECK(layer->weight.grad().allclose(torch::full({5, 4}, 2 * mean_factor)));
+  CHECK(layer->bias.grad().allclose(torch::full({5}, 2.0)));
+  opt.step();
+  CHECK(layer->weight.allclose(torch::full({5, 4}, 1 - 0.5 * 2 * mean_factor)));
+  CHECK(layer->bias.allclose(torch::full({5}, -0.5 * 2.0)));
+}
+
+TEST_CASE("a module moved to another dtype after wrapping still reduces while backward runs", "[optimizer]") {
+  // module->to() replaces each parameter's data (set_data), and autograd then builds a new
+  // gradient accumulator without the optimizer's hooks (Note [A parameter's data replaced]).
+  const int size = hvd::size();
+  if (size == 1) return;  // no hooks at size 1
+  const double mean_factor = (size + 1) / 2.0;
+  torch::manual_seed(0);
+  torch::nn::Linear layer(4, 3);
+  ht::DistributedOptimizer opt(torch::optim::SGD(layer->parameters(), 0.5), layer->named_parameters());
+  layer->to(torch::kDouble);
+  const auto x = torch::ones({2, 4}, torch::kDouble);
+  opt.zero_grad();
+  layer->forward(x * (hvd::rank() + 1.0)).sum().backward();
+  // Reduced by the hooks (the end of backward waits for them), not left for step().
+  CHECK(opt.pending_allreduces() == 0);
+  CHECK(layer->weight.grad().allclose(torch::full({3, 4}, 2 * mean_factor, torch::kDouble)));
+  CHECK(layer->bias.grad().allclose(torch::full({3}, 2.0, torch::kDouble)));
+  opt.step();
+  CHECK(layer->bias.grad().dtype() == torch::kDouble);
+}
