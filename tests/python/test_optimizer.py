@@ -146,6 +146,38 @@ def test_parameters_without_a_gradient_on_some_ranks(rank, size):
     assert torch.allclose(unused.weight, before - (size - 1) / size)
 
 
+def test_a_model_changed_in_place_after_wrapping_keeps_reducing_during_backward(rank, size):
+    """p.data replaced (module.to(), a layer grown in place): the hooks move to the parameters'
+    new gradient accumulators at zero_grad(), so gradients are again reduced while backward runs,
+    and a new shape trains instead of failing inside backward."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=0.5),
+                                   named_parameters=layer.named_parameters())
+    mean_factor = (size + 1) / 2.0  # the mean over ranks of (rank + 1)
+    x = torch.ones(2, 4)
+    for change in ("dtype", "shape"):
+        if change == "dtype":
+            layer.to(torch.float64)
+            x = x.double()
+        else:
+            with torch.no_grad():
+                layer.weight.data = torch.ones(5, 4, dtype=torch.float64)
+                layer.bias.data = torch.zeros(5, dtype=torch.float64)
+            for p in layer.parameters():
+                p.grad = None  # as plain PyTorch needs: the old gradients have the old shape
+        opt.zero_grad()
+        layer(x * (rank + 1)).sum().backward()
+        if size > 1:  # started by the hooks, not left for synchronize()
+            assert set(opt._handles) == set(layer.parameters()), change
+        opt.step()
+        rows = layer.weight.shape[0]
+        assert layer.weight.grad.dtype == torch.float64
+        assert torch.allclose(layer.weight.grad, torch.full((rows, 4), 2 * mean_factor, dtype=torch.float64)), change
+        assert torch.allclose(layer.bias.grad, torch.full((rows,), 2.0, dtype=torch.float64)), change
+    assert torch.allclose(layer.bias, torch.full((5,), -1.0, dtype=torch.float64))
+
+
 def test_synchronize_skip_synchronize_and_the_warning():
     model = torch.nn.Linear(3, 1)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),

@@ -84,6 +84,10 @@ def _hook(owner, p):
     return hook
 
 
+def _layout(p):
+    return tuple(p.shape), p.dtype, p.device
+
+
 class GradientHooks:
     """Methods the wrapper classes take (wrapper_methods); the class using them has
     _parameter_names, process_set, _handles, _allreduce_delay and _gradient_ready(p)."""
@@ -91,7 +95,9 @@ class GradientHooks:
     def _setup_gradient_hooks(self):
         self._self_ref = weakref.ref(self)
         self._held_keys = set()   # see Note [A gradient name is held from its hook to synchronize()]
-        self._grad_accs = []      # autograd keeps gradient accumulators only while someone holds them
+        # parameter -> (its gradient accumulator, our hook's handle, its layout then): autograd
+        # keeps an accumulator only while someone holds it
+        self._grad_accs = {}
 
     def _hook_gradients(self, params):
         # Note [A dropped DistributedOptimizer stops reducing]: the optimizer holds each
@@ -105,8 +111,22 @@ class GradientHooks:
         # the program no longer references is freed at once and its hooks do nothing.
         for p in params:
             grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            grad_acc.register_hook(_hook(self._self_ref, p))
-            self._grad_accs.append(grad_acc)
+            handle = grad_acc.register_hook(_hook(self._self_ref, p))
+            self._grad_accs[p] = (grad_acc, handle, _layout(p))
+
+    def _renew_replaced_hooks(self):
+        """Note [A parameter's data replaced] (horovodcpp/torch/gradient_reducer.cc, the same for
+        the LibTorch front end): ``p.data = ...`` or ``module.to()`` with another shape, dtype or
+        device after the optimizer was built. Autograd then builds a new accumulator for another
+        dtype or device, without our hook (every reduction waited for synchronize()), and for
+        another shape keeps the one we hold and refuses the new gradient ("Function
+        AddmmBackward0 returned an invalid gradient"). At zero_grad() and step() the hooks of such
+        parameters move to fresh accumulators."""
+        replaced = [p for p, (_, _, layout) in self._grad_accs.items() if _layout(p) != layout]
+        for p in replaced:
+            self._grad_accs.pop(p)[1].remove()  # and the old accumulator with it
+        if replaced:
+            self._hook_gradients(replaced)
 
     def _hold(self, params):
         """Takes the names of ``params``' gradients for this step, all or none (ValueError when
@@ -128,6 +148,7 @@ class GradientHooks:
             raise AssertionError('optimizer.zero_grad() was called after loss.backward() but before '
                                  'optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause '
                                  'a race condition.')
+        self._renew_replaced_hooks()
         return super(type(self), self).zero_grad(*args, **kwargs)
 
     def set_backward_passes_per_step(self, passes):
