@@ -85,7 +85,7 @@ def _hook(owner, p):
 
 
 def _layout(p):
-    return tuple(p.shape), p.dtype, p.device
+    return p.shape, p.dtype, p.device
 
 
 class GradientHooks:
@@ -120,8 +120,9 @@ class GradientHooks:
         device after the optimizer was built. Autograd then builds a new accumulator for another
         dtype or device, without our hook (every reduction waited for synchronize()), and for
         another shape keeps the one we hold and refuses the new gradient ("Function
-        AddmmBackward0 returned an invalid gradient"). At zero_grad() and step() the hooks of such
-        parameters move to fresh accumulators."""
+        AddmmBackward0 returned an invalid gradient"). At zero_grad() the hooks of such parameters
+        move to fresh accumulators (not at step() as well, unlike LibTorch's: the check costs about
+        0.25 us per parameter in Python, each step)."""
         replaced = [p for p, (_, _, layout) in self._grad_accs.items() if _layout(p) != layout]
         for p in replaced:
             self._grad_accs.pop(p)[1].remove()  # and the old accumulator with it

@@ -263,7 +263,6 @@ class _DistributedOptimizer(GradientHooks):
             self._should_synchronize = True
 
     def step(self, closure=None):
-        self._renew_replaced_hooks()
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn('optimizer.step() called without optimizer.skip_synchronize() context after '
