@@ -25,19 +25,24 @@ def contribution(rank, n, dtype=torch.float64, product=False):
     return values.to(dtype)
 
 
+def reduced_over(op, parts):
+    """The closed form of ``op`` over ``parts`` (float64 tensors, one per rank)."""
+    stacked = torch.stack(parts)
+    if op == hvd.Sum:
+        return stacked.sum(0)
+    if op == hvd.Average:
+        return stacked.sum(0) / len(parts)
+    if op == hvd.Min:
+        return stacked.min(0).values
+    if op == hvd.Max:
+        return stacked.max(0).values
+    return stacked.prod(0)
+
+
 def over_ranks(op, n, size=None, product=False):
     """The closed form of ``op`` over every rank's contribution(), in float64."""
     size = hvd.size() if size is None else size
-    parts = torch.stack([contribution(r, n, product=product) for r in range(size)])
-    if op == hvd.Sum:
-        return parts.sum(0)
-    if op == hvd.Average:
-        return parts.sum(0) / size
-    if op == hvd.Min:
-        return parts.min(0).values
-    if op == hvd.Max:
-        return parts.max(0).values
-    return parts.prod(0)
+    return reduced_over(op, [contribution(r, n, product=product) for r in range(size)])
 
 
 def as_float64(t):

@@ -11,7 +11,7 @@ import threading
 import torch
 
 import horovod.torch as hvd
-from conftest import DTYPES, INTEGER_DTYPES, as_float64, truncated
+from conftest import DTYPES, INTEGER_DTYPES, as_float64, reduced_over, truncated
 
 ROUNDS = 12
 KINDS = ["allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast", "alltoall",
@@ -25,18 +25,6 @@ def values(rank, count, round_, product):
     ranks fit in int8."""
     i = torch.arange(count, dtype=torch.float64) + round_
     return (rank % 3 + 1) * (i % 2 + 1) if product else (rank + 1) * (i % 5 + 1)
-
-
-def reduced(op, parts):
-    stacked = torch.stack(parts)
-    if op in (hvd.Sum, hvd.Average):
-        total = stacked.sum(0)
-        return total / len(parts) if op == hvd.Average else total
-    if op == hvd.Min:
-        return stacked.min(0).values
-    if op == hvd.Max:
-        return stacked.max(0).values
-    return stacked.prod(0)
 
 
 def describe(d):
@@ -120,7 +108,7 @@ class Submission:
                               for s in range(self.n)])
         # Each rank scales before the reduction, the result after it; integers truncate.
         parts = [truncated(values(s, rows, self.round, product) * d["prescale"], dtype) for s in range(self.n)]
-        whole = truncated(reduced(d["op"], parts) * d["postscale"], dtype)
+        whole = truncated(reduced_over(d["op"], parts) * d["postscale"], dtype)
         if k.endswith("allreduce"):
             return whole
         first = self.r * (rows // self.n) + min(self.r, rows % self.n)
