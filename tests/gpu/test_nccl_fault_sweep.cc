@@ -60,8 +60,9 @@ struct Case {
 // kernels; copies and memsets are not launches): allreduce prescale, postscale; fused and
 // hierarchical copy in, copy out; reducescatter (padded) copy in, postscale; Adasum copy in, copy
 // out. Device-to-device copies (Fault::Copy): the padded reducescatter's copy of this rank's rows
-// out of the fusion buffer, before the postscale. NCCL calls (Fault::Call): one per collective, one per send, receive or broadcast of a group.
-// NCCL operations (Fault::Async): one per collective or group.
+// out of the fusion buffer, before the postscale. NCCL calls (Fault::Call): one per collective,
+// one per send, receive or broadcast of a group. NCCL operations (Fault::Async): one per
+// collective or group.
 const Case kCases[] = {
     {"allreduce:launch:1", Op::Allreduce, Fault::Launch, 1, false, 2, Expect::Every},
     {"allreduce:launch:2", Op::Allreduce, Fault::Launch, 2, true, 2, Expect::Own},

@@ -408,8 +408,9 @@ TEST_CASE("a train function taking torch::optim::Optimizer& sees the wrapped opt
 }
 
 TEST_CASE("a parameter given a new shape with set_data is reduced in its new shape", "[optimizer]") {
-  // Network surgery between steps (a layer grown in place): the parameter keeps its identity, so
-  // its hook and name stay, and the next reduction carries the gradient's new shape on every rank.
+  // Network surgery between steps (a layer grown in place): the parameter keeps its identity and
+  // name, its hooks move to a fresh gradient accumulator at zero_grad() (Note [A parameter's data
+  // replaced]), and the next reduction carries the gradient's new shape on every rank.
   const int size = hvd::size();
   const double rank_factor = hvd::rank() + 1.0, mean_factor = (size + 1) / 2.0;  // mean over ranks of (r+1)
   torch::manual_seed(0);
