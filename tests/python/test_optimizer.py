@@ -178,6 +178,78 @@ def test_a_model_changed_in_place_after_wrapping_keeps_reducing_during_backward(
     assert torch.allclose(layer.bias, torch.full((5,), -1.0, dtype=torch.float64))
 
 
+def set_trainable(module, trainable):
+    for p in module.parameters():
+        p.requires_grad_(trainable)
+
+
+@pytest.mark.parametrize("during_backward", [False, True], ids=["after_backward", "during_backward"])
+@pytest.mark.parametrize("options", [dict(), dict(groups=2), dict(op=hvd.Adasum)], ids=["plain", "groups", "adasum"])
+def test_layers_frozen_or_unfrozen_after_wrapping_train_as_one_process(options, during_backward, rank, size):
+    """Fine-tuning's schedule on a wrapped optimizer: the first layer frozen at construction and
+    unfrozen after two steps, the last layer's weight frozen after four. Averaging: one process on the union
+    batch; Adasum: every rank on the same batch (parallel updates combine into that update).
+    Before Note [Parameters frozen or unfrozen after wrapping], as in Horovod, the unfrozen layer
+    stepped on each rank's own gradients, and the frozen one on zeros (weight decay moved it)."""
+    adasum = options.get('op') == hvd.Adasum
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.Tanh(), torch.nn.Linear(6, 4), torch.nn.Tanh(),
+                                torch.nn.Linear(4, 1)).double()
+    reference = copy.deepcopy(model)
+    set_trainable(model[0], False)
+    set_trainable(reference[0], False)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.1),
+                                   named_parameters=model.named_parameters(), **options)
+    opt._defer_host_gradients = not during_backward  # both ways a host gradient goes out
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9, weight_decay=0.1)
+    g = torch.Generator().manual_seed(12)
+    first_layer = model[0].weight.detach().clone()
+    for step in range(7):
+        if step == 2:
+            set_trainable(model[0], True)
+            set_trainable(reference[0], True)
+        if step == 4:  # the weight alone: with groups=2, its group's other member (the bias) goes on
+            model[4].weight.requires_grad_(False)
+            reference[4].weight.requires_grad_(False)
+            frozen_value = model[4].weight.detach().clone()
+        # set_to_none: a frozen layer keeps no gradient, so plain SGD skips it (no weight decay)
+        opt.zero_grad(set_to_none=True)
+        ref_opt.zero_grad(set_to_none=True)
+        x = torch.randn(size * 3, 5, generator=g, dtype=torch.float64)
+        y = x.sum(1, keepdim=True)
+        mine = slice(None) if adasum else slice(rank * 3, (rank + 1) * 3)
+        F.mse_loss(model(x[mine]), y[mine]).backward()
+        F.mse_loss(reference(x), y).backward()
+        if step >= 3 and size > 1 and during_backward and not options:
+            # the unfrozen layer's gradients now go out during backward, like the rest
+            assert model[0].weight in opt._handles and opt._handles[model[0].weight][0] is not None
+        opt.step()
+        ref_opt.step()
+        if step < 2:
+            assert torch.equal(model[0].weight, first_layer)
+        if step >= 4:
+            assert torch.equal(model[4].weight, frozen_value), step
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p, q, rtol=1e-9, atol=1e-12), name
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert torch.equal(hvd.broadcast(flat, 0, name="frozen.check"), flat)
+
+
+def test_a_parameter_unnamed_at_construction_is_refused_when_it_trains(rank, size):
+    layer, extra = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=0.1),
+                                   named_parameters=layer.named_parameters())
+    opt.add_param_group({'params': list(extra.parameters())})
+    extra(layer(torch.ones(1, 2))).sum().backward()
+    if size == 1:
+        opt.step()  # one rank reduces nothing: nothing to name
+        return
+    with pytest.raises(ValueError, match=r"2 trainable parameter\(s\), first one of shape \(1, 2\), are not among the "
+                                         r"named_parameters given at construction"):
+        opt.step()
+
+
+@pytest.mark.needs_ranks(2)  # one rank reduces nothing (no hooks, as in Horovod): nothing to refuse
 def test_synchronize_skip_synchronize_and_the_warning():
     model = torch.nn.Linear(3, 1)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
@@ -201,6 +273,7 @@ def test_synchronize_skip_synchronize_and_the_warning():
     assert sorted(opt._parameter_names.values()) == ['bias', 'weight']
 
 
+@pytest.mark.needs_ranks(2)  # one rank holds no gradient names: nothing is reduced
 @pytest.mark.parametrize("during_backward", [False, True], ids=["after_backward", "during_backward"])
 def test_two_optimizers_of_one_name_are_refused_alike_on_every_rank(during_backward, rank, size):
     # Two models whose parameters share names ("weight", "bias"), both backward before either

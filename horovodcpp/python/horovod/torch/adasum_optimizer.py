@@ -30,12 +30,10 @@ class _DistributedAdasumOptimizer(GradientHooks):
         self._allreduce_delay = {p: backward_passes_per_step for p in parameter_names}
         self._handles = {}    # parameter -> (handle, compression context); handle None: not out yet
         self._starts = {}     # parameter -> its value before this step's local update
-        self._requires_update = []  # in the optimizer's order, the same on every rank
         self._synchronized = False
         self._should_synchronize = True
         if self.process_set.included():
-            self._requires_update = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
-            self._hook_gradients(self._requires_update)
+            self._trainable_now()  # hooks them
 
     def _gradient_ready(self, p):
         if p in self._handles and self._allreduce_delay[p] <= 0:
@@ -87,9 +85,11 @@ class _DistributedAdasumOptimizer(GradientHooks):
         if not self.process_set.included():
             return super(type(self), self).step(closure)  # outside the set: a plain local step
         loss = closure() if closure is not None else None
-        # Parameters whose delta is not out yet (no gradient on this rank, or fewer passes than
-        # backward_passes_per_step) go now, in the optimizer's order, as one batch.
-        pending = [p for p in self._requires_update if self._handles.get(p, (None, None))[0] is None]
+        # Parameters whose delta is not out yet (no gradient on this rank, fewer passes than
+        # backward_passes_per_step, or unfrozen since the last step) go now, in the optimizer's
+        # order, as one batch; frozen ones take no part (Note [Parameters frozen or unfrozen
+        # after wrapping] in gradient_hooks.py).
+        pending = self._trainable_now({p for p, (handle, _) in self._handles.items() if handle is not None})
         if pending:
             self._hold(pending)
             with _C.SubmissionBatch():
@@ -97,7 +97,11 @@ class _DistributedAdasumOptimizer(GradientHooks):
                     self._handles[p] = self._reduce_delta_async(p)
         try:
             with torch.no_grad():
-                for p, (handle, (ctx, compressed)) in self._handles.items():
+                for p, (handle, context) in self._handles.items():
+                    if handle is None:  # frozen between the backward passes of this step
+                        self._allreduce_delay[p] = self.backward_passes_per_step
+                        continue
+                    ctx, _ = context
                     delta = self._compression.decompress(synchronize(handle), ctx)
                     start = self._starts[p]
                     start.add_(delta.view_as(start))

@@ -114,6 +114,33 @@ class GradientHooks:
             handle = grad_acc.register_hook(_hook(self._self_ref, p))
             self._grad_accs[p] = (grad_acc, handle, _layout(p))
 
+    def _trainable_now(self, done=()):
+        """The parameters that take part in this step, less those in ``done``: those that require
+        grad now, in the optimizer's order (the same on every rank); hooks the ones unfrozen since
+        the last call (never in ``done``: no hook of theirs ran).
+
+        Note [Parameters frozen or unfrozen after wrapping]: fine-tuning unfreezes a backbone after
+        some epochs, or freezes a layer mid-training, on a wrapped optimizer. Horovod fixes the
+        reduced set at construction: a parameter unfrozen later stepped on each rank's own
+        gradient (the ranks' models drifted apart, silently), and one frozen later got a zero
+        gradient every step (weight decay and momentum moved it, where one process skips a
+        parameter without a gradient). Read at every step instead: an unfrozen parameter's
+        gradient goes out with the rest in synchronize() (during backward from its next pass
+        on), a frozen one takes no part. The ranks must agree, as on every other parameter; the
+        LibTorch front end checks that (GradientReducer's round), here a rank that differs leaves
+        its peers waiting for the gradient, which the stall warning names."""
+        trainable = [p for group in self.param_groups for p in group['params'] if p.requires_grad and p not in done]
+        unhooked = [p for p in trainable if p not in self._grad_accs]
+        if unhooked:
+            unnamed = [p for p in unhooked if p not in self._parameter_names]
+            if unnamed:
+                raise ValueError('DistributedOptimizer: %d trainable parameter(s), first one of shape %s, are not '
+                                 'among the named_parameters given at construction (a param group added after '
+                                 'wrapping?); name every parameter of the model when wrapping, frozen ones too'
+                                 % (len(unnamed), tuple(unnamed[0].shape)))
+            self._hook_gradients(unhooked)
+        return trainable
+
     def _renew_replaced_hooks(self):
         """Note [A parameter's data replaced] (horovodcpp/torch/gradient_reducer.cc, the same for
         the LibTorch front end): ``p.data = ...`` or ``module.to()`` with another shape, dtype or

@@ -69,7 +69,9 @@ class _DistributedOptimizer(GradientHooks):
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
         self._handles = {}        # parameter (or tuple of a group's parameters) -> (handle, context)
-        self._requires_update = set()
+        # Whether this rank reduces gradients (not outside the process set; at size 1 only when
+        # elastic, since the job may grow).
+        self._reduces = False
         self._synchronized = False
         self._should_synchronize = True
         self._setup_gradient_hooks()
@@ -92,14 +94,10 @@ class _DistributedOptimizer(GradientHooks):
         self._p_to_group = {}
         self._group_counts = {}
         if self.process_set.included() and (size() > 1 or os.environ.get('HOROVOD_ELASTIC') == '1'):
-            self._register_hooks()
-
-    def _register_hooks(self):
-        if self._groups is not None:
-            self._form_groups()
-        params = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
-        self._requires_update.update(params)
-        self._hook_gradients(params)
+            self._reduces = True
+            if self._groups is not None:
+                self._form_groups()
+            self._trainable_now()  # hooks them
 
     def _form_groups(self):
         params = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
@@ -172,8 +170,8 @@ class _DistributedOptimizer(GradientHooks):
         if self._allreduce_delay[p] == 0:
             # A gradient left without a handle here goes out in synchronize().
             defer = self._defer_host_gradients and not p.grad.is_cuda
-            if self._groups is not None:
-                group = self._p_to_group[p]
+            group = self._p_to_group.get(p)  # none for a parameter unfrozen after the groups formed
+            if group is not None:
                 self._group_counts[group] += 1
                 if self._group_counts[group] == len(group) and not defer:
                     self._handles[group] = self._grouped_allreduce_grad_async(group)
@@ -198,19 +196,20 @@ class _DistributedOptimizer(GradientHooks):
             else:
                 submitted.update(key if isinstance(key, tuple) else (key,))
         # Parameters whose allreduce is not out yet (held for the end of backward, no gradient on
-        # this rank, or a group that backward completed only in part) go now, in the optimizer's
-        # order (the same on every rank), grouped ones with their whole group, as one batch.
-        pending = [p for group in self.param_groups for p in group['params']
-                   if p in self._requires_update and p not in submitted]
+        # this rank, unfrozen since the last step, or a group that backward completed only in
+        # part) go now, in the optimizer's order (the same on every rank), grouped ones with the
+        # rest of their group, as one batch. See Note [Parameters frozen or unfrozen after
+        # wrapping] (gradient_hooks.py).
+        pending = self._trainable_now(submitted) if self._reduces else []
         if pending:
-            self._hold([gp for p in pending for gp in (self._p_to_group.get(p) or (p,))])
+            outgoing = [self._trainable_members(self._p_to_group.get(p) or (p,)) for p in pending]
+            self._hold([gp for members in outgoing for gp in members])
             with _C.SubmissionBatch():
-                for p in pending:
-                    group = self._p_to_group.get(p) if self._groups is not None else None
-                    if group is None:
+                for p, members in zip(pending, outgoing):
+                    if p not in self._p_to_group:
                         self._handles[p] = self._allreduce_grad_async(p)
-                    elif group not in self._handles:
-                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                    elif members not in self._handles:
+                        self._handles[members] = self._grouped_allreduce_grad_async(members)
         waiting = list(self._handles.items())
         try:
             for done, (key, (handle, ctx)) in enumerate(waiting):
@@ -229,16 +228,19 @@ class _DistributedOptimizer(GradientHooks):
         self._handles.clear()
         self._synchronized = True
 
+    @staticmethod
+    def _trainable_members(group):
+        return tuple(p for p in group if p.requires_grad)
+
     def _write_back(self, key, handle, ctx):
         """Waits for one allreduce (a parameter's, or a group's when ``key`` is a tuple) and puts
         its result in the gradients."""
-        if isinstance(key, tuple):
+        if isinstance(key, tuple):  # a group's members that take part in this step
             outputs = synchronize(handle)
             for gp, output, gctx in zip(key, outputs, ctx):
                 self._allreduce_delay[gp] = self.backward_passes_per_step
                 gp.grad.set_(self._compression.decompress(output, gctx))
-            if self._group_counts.get(key):
-                self._group_counts[key] = 0
+            self._group_counts[self._p_to_group[key[0]]] = 0
             return
         output = handle() if callable(handle) else synchronize(handle)
         self._allreduce_delay[key] = self.backward_passes_per_step
