@@ -189,7 +189,7 @@ bool Driver::leave_out_lost_hosts(const std::vector<HostSlots>& running, const s
     for (const auto& h : running) {
       if (h.host != host) continue;
       int cooldown = 0;
-      for (int i = 0; i < h.slots; ++i) cooldown = pool_.mark_failed(host, Clock::now());
+      for (int i = 0; i < h.slots; ++i) cooldown = pool_.mark_failed(host, h.slots, Clock::now());
       lost += (lost.empty() ? "" : ", ") + host + " (" + std::to_string(h.slots) + " slot(s) left out " +
               (cooldown > 0 ? "for " + std::to_string(cooldown) + " s)" : std::string("for good)"));
     }
@@ -277,7 +277,10 @@ int Driver::run() {
     }
     std::string host = plan.launcher == "srun" ? failed->node : host_of_rank(*hosts, failed->rank);
     if (host.empty()) host = failed->node;
-    const int cooldown = pool_.mark_failed(host, Clock::now());
+    int running = 0;
+    for (const auto& h : *hosts)
+      if (h.host == host) running = h.slots;
+    const int cooldown = pool_.mark_failed(host, running, Clock::now());
     reason = describe(*failed) + " on host " + host + "; one slot of " + host + " left out " +
              (cooldown > 0 ? "for " + std::to_string(cooldown) + " s" : std::string("for good"));
     say(reason);

@@ -4,9 +4,11 @@
 
 namespace hvd::launcher {
 
-int HostPool::mark_failed(const std::string& host, Clock::time_point now) {
+int HostPool::mark_failed(const std::string& host, int running, Clock::time_point now) {
   const int failures = ++failures_[host];
-  BadSlot bad{host, std::nullopt};
+  BadSlot bad{host, std::nullopt, running};
+  for (const auto& h : discovered_)
+    if (h.host == host) bad.known_slots = std::max(bad.known_slots, h.slots);
   int seconds = 0;
   if (cooldown_) {
     // MIN, 2*MIN, 4*MIN, ... up to MAX (shift capped so it cannot overflow).
@@ -26,10 +28,19 @@ int HostPool::bad_slots(const std::string& host, Clock::time_point now) const {
   return n;
 }
 
+// Note [A slot discovery dropped after a failure is the failed one]: a rank on a host of 8
+// fails and discovery then offers the host with 7 (its health check dropped the dead GPU).
+// Counting the failure again would leave 6, a healthy GPU out for good; so a bad slot counts
+// only beyond what discovery dropped since. If the dropped slot was a healthy one after all, the
+// bad one fails again and is left out then: one relaunch more, never a slot lost for nothing.
 std::vector<HostSlots> HostPool::usable(Clock::time_point now) const {
   std::vector<HostSlots> out;
   for (const auto& h : discovered_) {
-    const int slots = h.slots - bad_slots(h.host, now);
+    int known = 0;
+    for (const auto& b : bad_)
+      if (b.host == h.host && (!b.until || now < *b.until)) known = std::max(known, b.known_slots);
+    const int dropped = std::max(0, known - h.slots);
+    const int slots = h.slots - std::max(0, bad_slots(h.host, now) - dropped);
     if (slots > 0) out.push_back({h.host, slots});
   }
   return out;

@@ -1,8 +1,9 @@
 // The elastic driver's view of where ranks may run: the hosts discovery offers, less the slots
 // of ranks that failed there (each failure takes one slot of its host out for a cooldown that
 // doubles with the host's failures, from MIN up to MAX of --blacklist-cooldown-range; without
-// that flag, for good). Pure bookkeeping with the time passed in, so tests drive it directly.
-// Main thread only.
+// that flag, for good). Slots that discovery stopped offering on a host since a failure there
+// are taken as the failed ones (a health check that drops a dead GPU), not as more lost slots.
+// Pure bookkeeping with the time passed in, so tests drive it directly. Main thread only.
 #pragma once
 
 #include <chrono>
@@ -28,8 +29,9 @@ class HostPool {
   void set_discovered(std::vector<HostSlots> hosts) { discovered_ = std::move(hosts); }
   const std::vector<HostSlots>& discovered() const { return discovered_; }
 
-  // One slot of `host` is bad from `now`; returns the cooldown in seconds (0: for good).
-  int mark_failed(const std::string& host, Clock::time_point now);
+  // One slot of `host`, where the failed launch ran `running` ranks, is bad from `now`; returns
+  // the cooldown in seconds (0: for good).
+  int mark_failed(const std::string& host, int running, Clock::time_point now);
 
   // Discovered hosts with their usable slots at `now` (hosts with none left out), in order.
   std::vector<HostSlots> usable(Clock::time_point now) const;
@@ -44,6 +46,7 @@ class HostPool {
   struct BadSlot {
     std::string host;
     std::optional<Clock::time_point> until;  // none: for good
+    int known_slots = 0;  // the host's slots when it failed: those running, or offered if more
   };
   int bad_slots(const std::string& host, Clock::time_point now) const;
 

@@ -108,21 +108,51 @@ TEST_CASE("a failed rank takes one slot of its host out, for good or for a growi
   const auto t0 = Clock::now();
   HostPool forever(std::nullopt);
   forever.set_discovered({{"a", 4}, {"b", 2}});
-  CHECK(forever.mark_failed("a", t0) == 0);
+  CHECK(forever.mark_failed("a", 4, t0) == 0);
   CHECK(hosts_text(forever.usable(t0 + std::chrono::hours(1))) == "a:3,b:2");
   CHECK(hosts_text(forever.assign(4, t0)) == "a:3,b:1");
   CHECK(forever.blacklist_summary(t0) == "a (1 slot for good)");
 
   HostPool pool(HostPool::Cooldown{2, 5});
   pool.set_discovered({{"a", 1}, {"b", 2}});
-  CHECK(pool.mark_failed("a", t0) == 2);
+  CHECK(pool.mark_failed("a", 1, t0) == 2);
   CHECK(hosts_text(pool.usable(t0)) == "b:2");
   CHECK(pool.blacklisted(t0) == std::vector<std::string>{"a"});
   CHECK(hosts_text(pool.usable(t0 + std::chrono::seconds(2))) == "a:1,b:2");
-  CHECK(pool.mark_failed("a", t0) == 4);  // the second failure doubles the cooldown
-  CHECK(pool.mark_failed("a", t0) == 5);  // capped at MAX
+  CHECK(pool.mark_failed("a", 1, t0) == 4);  // the second failure doubles the cooldown
+  CHECK(pool.mark_failed("a", 1, t0) == 5);  // capped at MAX
   CHECK(hosts_text(pool.usable(t0 + std::chrono::seconds(4))) == "b:2");
   CHECK(hosts_text(pool.usable(t0 + std::chrono::seconds(5))) == "a:1,b:2");
+}
+
+TEST_CASE("slots discovery drops after a failure are taken as the failed ones, not as more lost slots") {
+  using Clock = HostPool::Clock;
+  const auto t0 = Clock::now();
+  HostPool pool(std::nullopt);
+  pool.set_discovered({{"a", 8}, {"b", 2}});
+  pool.mark_failed("a", 8, t0);
+  CHECK(hosts_text(pool.usable(t0)) == "a:7,b:2");  // discovery still offers the failed slot
+  pool.set_discovered({{"a", 7}, {"b", 2}});        // its health check dropped it
+  CHECK(hosts_text(pool.usable(t0)) == "a:7,b:2");
+  pool.set_discovered({{"a", 5}, {"b", 2}});  // and more: none of them counts twice
+  CHECK(hosts_text(pool.usable(t0)) == "a:5,b:2");
+  pool.set_discovered({{"a", 10}, {"b", 2}});  // grown: the failed slot stays out
+  CHECK(hosts_text(pool.usable(t0)) == "a:9,b:2");
+  // A second failure at 7 offered: the one dropped covers one of the two.
+  pool.set_discovered({{"a", 7}, {"b", 2}});
+  pool.mark_failed("a", 7, t0);
+  CHECK(hosts_text(pool.usable(t0)) == "a:6,b:2");
+  // The launch ran more ranks on a host than discovery offers by the time one failed (it shrank
+  // first): the ranks that ran count, so 2 ran, 1 failed, 1 offered leaves that 1.
+  HostPool shrunk(std::nullopt);
+  shrunk.set_discovered({{"localhost", 1}});
+  shrunk.mark_failed("localhost", 2, t0);
+  CHECK(hosts_text(shrunk.usable(t0)) == "localhost:1");
+  // A job that ran 4 of a host's 8 (--max-np): one failed leaves 7.
+  HostPool partial(std::nullopt);
+  partial.set_discovered({{"a", 8}});
+  partial.mark_failed("a", 4, t0);
+  CHECK(hosts_text(partial.usable(t0)) == "a:7");
 }
 
 TEST_CASE("ranks map to hosts in -H order (mpirun -map-by slot)") {
