@@ -1,8 +1,9 @@
 // DistributedOptimizer with op Adasum against closed forms: the ranks' local updates, when
 // orthogonal, add up (checked against each rank's plain optimizer simulated here), and when
 // identical, give exactly one process's update (checked against one process); SGD with momentum
-// and Adam, backward_passes_per_step 1 and 2, overlap DuringBackward and AfterBackward; a process
-// set combines its own ranks' updates only; and the refusals, the same on every rank.
+// and Adam, backward_passes_per_step 1 and 2, overlap DuringBackward and AfterBackward; a
+// parameter frozen or unfrozen after wrapping; a process set combines its own ranks' updates
+// only; and the refusals, the same on every rank.
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -101,19 +102,44 @@ double max_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Te
   return worst;
 }
 
+// Whether Orthogonal's m requires grad in step k, the same on every rank (empty: always).
+using Schedule = std::function<bool(int step)>;
+
 // Trains Orthogonal with Adasum over `set`, and beside it every rank of the set simulated with
 // its own plain optimizer, each stepping from the combined parameters on its own loss; the
-// combined update must be the sum of their updates. Returns the largest difference.
-double orthogonal_against_simulated_ranks(const Setting& s, const std::string& name, const hvd::ProcessSet& set = {}) {
+// combined update must be the sum of their updates. Returns the largest difference. With a
+// schedule, m of every model requires grad in step k only where m_trains(k) (the optimizer is
+// built as m_trains(0) leaves it), and gradients are reset rather than zeroed, so a plain
+// optimizer skips a frozen m (LibTorch 1.x's zero_grad() zeroes, and momentum would move it): m
+// must stay exactly in place while frozen and take no part, and move while it trains.
+double orthogonal_against_simulated_ranks(const Setting& s, const std::string& name, const hvd::ProcessSet& set = {},
+                                          const Schedule& m_trains = {}) {
   Orthogonal dist;
-  ht::DistributedOptimizer opt(s.make(dist.params()), dist.named(), adasum_options(s, name, set));
   std::vector<Orthogonal> simulated(set.ranks().size());
+  auto set_m_trainable = [&](bool on) {
+    dist.m.requires_grad_(on);
+    for (auto& sim : simulated) sim.m.requires_grad_(on);
+  };
+  if (m_trains) set_m_trainable(m_trains(0));
+  ht::DistributedOptimizer opt(s.make(dist.params()), dist.named(), adasum_options(s, name, set));
   std::vector<std::unique_ptr<torch::optim::Optimizer>> simulated_opts;
   for (const auto& sim : simulated) simulated_opts.push_back(s.make(sim.params()));
   auto combined = dist.values();
   double worst = 0;
+  hvd_test::FrozenSteps frozen_steps(name + ".m", name + ".w", "adasum_requires_grad_timeline");
   for (int k = 0; k < kSteps; ++k) {
-    opt.zero_grad();
+    const bool m_on = !m_trains || m_trains(k);
+    INFO("step " << k << (m_on ? "" : ", m frozen"));
+    if (m_on)
+      frozen_steps.end();
+    else
+      frozen_steps.begin();
+    if (m_trains) {
+      set_m_trainable(m_on);
+      opt.zero_grad(true);
+    } else {
+      opt.zero_grad();
+    }
     const auto before = dist.values();
     for (int pass = 0; pass < s.passes; ++pass) dist.loss(hvd::rank(), k + pass).backward();
     // The parameters keep their values until step(), whatever the local steps did; synchronize()
@@ -127,7 +153,11 @@ double orthogonal_against_simulated_ranks(const Setting& s, const std::string& n
     std::vector<torch::Tensor> sum{torch::zeros_like(combined[0]), torch::zeros_like(combined[1])};
     for (std::size_t i = 0; i < simulated.size(); ++i) {
       simulated[i].set(combined);
-      simulated_opts[i]->zero_grad();
+      if (m_trains) {
+        for (const auto& p : simulated[i].params()) p.mutable_grad().reset();
+      } else {
+        simulated_opts[i]->zero_grad();
+      }
       for (int pass = 0; pass < s.passes; ++pass) simulated[i].loss(set.ranks()[i], k + pass).backward();
       simulated_opts[i]->step();
       const auto moved = simulated[i].values();
@@ -136,9 +166,16 @@ double orthogonal_against_simulated_ranks(const Setting& s, const std::string& n
     REQUIRE(max_diff(sum, {torch::zeros_like(sum[0]), torch::zeros_like(sum[1])}) > 1e-3);  // something moved
     for (int j = 0; j < 2; ++j) combined[j] = combined[j] + sum[j];
     worst = std::max(worst, max_diff(dist.values(), combined));
+    if (m_trains) {
+      if (m_on)
+        CHECK(!torch::equal(dist.m, before[1]));
+      else
+        CHECK(torch::equal(dist.m, before[1]));
+    }
   }
+  frozen_steps.end();
   if (hvd::rank() == set.ranks().front())
-    std::cout << "[adasum orthogonal] " << s.label << " np=" << hvd::size() << " set of " << set.size()
+    std::cout << "[adasum orthogonal] " << name << " np=" << hvd::size() << " set of " << set.size()
               << ": max |param - sum of updates| = " << worst << std::endl;
   return worst;
 }
@@ -149,6 +186,27 @@ TEST_CASE("Adasum: orthogonal per-rank updates add up", "[optimizer][adasum]") {
   for (const auto& s : settings()) {
     INFO(s.label);
     CHECK(orthogonal_against_simulated_ranks(s, std::string("adasum.orthogonal.") + s.label) <= kRoundoff);
+  }
+}
+
+// Fine-tuning's unfreeze: m frozen when the optimizer is built, trained from step 2 on every
+// rank; its updates must be combined (not left local, nor skipped) from that step on.
+TEST_CASE("Adasum: a parameter unfrozen after wrapping is combined from the next step on",
+          "[optimizer][adasum][requires_grad]") {
+  for (const auto& s : settings()) {
+    INFO(s.label);
+    CHECK(orthogonal_against_simulated_ranks(s, std::string("adasum.unfrozen.") + s.label, {},
+                                             [](int k) { return k >= 2; }) <= kRoundoff);
+  }
+}
+
+// m frozen on every rank after two steps, its gradient reset: no local step may move it (its
+// momentum or Adam's moments would, on a zero gradient), and w goes on adding up.
+TEST_CASE("Adasum: a parameter frozen after wrapping keeps its value", "[optimizer][adasum][requires_grad]") {
+  for (const auto& s : settings()) {
+    INFO(s.label);
+    CHECK(orthogonal_against_simulated_ranks(s, std::string("adasum.frozen.") + s.label, {},
+                                             [](int k) { return k < 2; }) <= kRoundoff);
   }
 }
 

@@ -1,7 +1,7 @@
 // DistributedOptimizer: equivalence with single-process training on the union of the ranks'
 // batches (SGD, Adam, AdamW, RMSprop, Adagrad), gradient accumulation, fp16 compression, the
-// predivide factor, overlap with backward (each GradientOverlap), missing gradients and
-// optimizer names. Errors are in test_optimizer_errors.cc.
+// predivide factor, overlap with backward (each GradientOverlap), missing gradients, optimizer
+// names, and parameters frozen or unfrozen after wrapping. Errors are in test_optimizer_errors.cc.
 #include <sched.h>
 
 #include <functional>
@@ -463,4 +463,120 @@ TEST_CASE("a module moved to another dtype after wrapping still reduces while ba
   CHECK(layer->bias.grad().allclose(torch::full({3}, 2.0, torch::kDouble)));
   opt.step();
   CHECK(layer->bias.grad().dtype() == torch::kDouble);
+}
+
+namespace {
+
+std::unique_ptr<torch::optim::Optimizer> momentum_sgd_decay(const std::vector<torch::Tensor>& params) {
+  return std::make_unique<torch::optim::SGD>(params,
+                                             torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.05));
+}
+
+// The parameters of `m` whose names start with `prefix` (one layer).
+std::vector<torch::Tensor> layer_parameters(const torch::nn::Module& m, const std::string& prefix) {
+  std::vector<torch::Tensor> out;
+  for (const auto& item : m.named_parameters())
+    if (item.key().rfind(prefix, 0) == 0) out.push_back(item.value());
+  return out;
+}
+
+// A copy of the values of `params`, flattened into one tensor.
+torch::Tensor layer_values(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : params) parts.push_back(p.detach().reshape({-1}).clone());
+  return torch::cat(parts);
+}
+
+// Trains as train_against_reference does (momentum SGD with weight decay), with `layer` of both
+// models requiring grad in step k only where trains(k), the same on every rank; the optimizer is
+// built with the layer as trains(0) leaves it. Gradients are reset (not zeroed) before each
+// step, so the plain optimizer skips a frozen layer: LibTorch 1.x's zero_grad() zeroes them, and
+// momentum and weight decay would move it on a zero gradient. Checks the layer stays exactly in
+// place in every frozen step and takes no part in its reductions, moves in the trained ones, and
+// that every rank holds rank 0's parameters; returns max |param - reference|.
+double toggled_against_reference(ht::GradientOverlap overlap, const std::string& layer,
+                                 const std::function<bool(int)>& trains, const std::string& label) {
+  const int size = hvd::size();
+  const int rank = hvd::rank();
+  auto dist = make_mlp(41);
+  auto ref = make_mlp(42);
+  ht::broadcast_parameters(dist->named_parameters(), 0);
+  hvd_test::copy_parameters(*dist, *ref);
+  const auto dist_layer = layer_parameters(*dist, layer + ".");
+  const auto ref_layer = layer_parameters(*ref, layer + ".");
+  REQUIRE(dist_layer.size() == 2);  // weight and bias
+  auto set_trainable = [&](bool on) {
+    for (const auto& p : dist_layer) p.requires_grad_(on);
+    for (const auto& p : ref_layer) p.requires_grad_(on);
+  };
+  set_trainable(trains(0));
+  torch::manual_seed(98);
+  auto x = torch::randn({kSteps * size * kBatch, 8});
+  auto y = torch::randn({kSteps * size * kBatch, 4});
+  ht::DistributedOptimizerOptions options;
+  options.overlap = overlap;
+  options.name = "toggled." + label;
+  ht::DistributedOptimizer opt(momentum_sgd_decay(dist->parameters()), dist->named_parameters(), options);
+  auto ref_opt = momentum_sgd_decay(ref->parameters());
+  hvd_test::FrozenSteps frozen_steps(options.name + "." + layer + ".", options.name + ".fc3.weight",
+                                      "requires_grad_timeline");
+  for (int k = 0; k < kSteps; ++k) {
+    const bool on = trains(k);
+    INFO("step " << k << ", " << layer << (on ? " trains" : " frozen"));
+    if (on)
+      frozen_steps.end();
+    else
+      frozen_steps.begin();
+    set_trainable(on);
+    opt.zero_grad(true);
+    for (const auto& p : ref->parameters()) p.mutable_grad().reset();
+    const auto before = layer_values(dist_layer);
+    const std::int64_t base = k * size * kBatch;
+    torch::mse_loss(dist->forward(x.narrow(0, base + rank * kBatch, kBatch)), y.narrow(0, base + rank * kBatch, kBatch))
+        .backward();
+    torch::mse_loss(ref->forward(x.narrow(0, base, size * kBatch)), y.narrow(0, base, size * kBatch)).backward();
+    opt.step();
+    ref_opt->step();
+    if (on)
+      CHECK(!torch::equal(layer_values(dist_layer), before));
+    else
+      CHECK(torch::equal(layer_values(dist_layer), before));
+  }
+  frozen_steps.end();
+  auto mine = hvd_test::flat(*dist);
+  CHECK(torch::equal(ht::broadcast(mine, {0, "toggled.check." + label}), mine));
+  const double diff = hvd_test::max_abs_diff(*dist, *ref);
+  if (rank == 0)
+    std::cout << "[torch requires_grad] " << label << " np=" << size << ": max |param - reference| = " << diff
+              << std::endl;
+  return diff;
+}
+
+const char* overlap_label(ht::GradientOverlap overlap) {
+  return overlap == ht::GradientOverlap::DuringBackward ? "during" : "after";
+}
+
+}  // namespace
+
+// Fine-tuning: the first layer (the "backbone") frozen when the optimizer is built, unfrozen on
+// every rank after two steps; its gradients must be averaged from the step it first has them.
+TEST_CASE("a parameter unfrozen after wrapping is reduced from the next step on", "[optimizer][requires_grad]") {
+  for (auto overlap : {ht::GradientOverlap::DuringBackward, ht::GradientOverlap::AfterBackward}) {
+    INFO("overlap " << overlap_label(overlap));
+    const double diff = toggled_against_reference(
+        overlap, "fc1", [](int k) { return k >= 2; }, std::string("unfrozen.") + overlap_label(overlap));
+    CHECK(diff <= kRoundoff);
+  }
+}
+
+// A middle layer frozen on every rank after two steps (backward still runs through it): with
+// its gradient reset it must not move, though its momentum and weight decay would move it on a
+// zero gradient; the rest keeps matching the union batch.
+TEST_CASE("a parameter frozen after wrapping keeps its value", "[optimizer][requires_grad]") {
+  for (auto overlap : {ht::GradientOverlap::DuringBackward, ht::GradientOverlap::AfterBackward}) {
+    INFO("overlap " << overlap_label(overlap));
+    const double diff = toggled_against_reference(
+        overlap, "fc2", [](int k) { return k < 2; }, std::string("frozen.") + overlap_label(overlap));
+    CHECK(diff <= kRoundoff);
+  }
 }

@@ -11,11 +11,14 @@
 #endif
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "horovodcpp/torch.h"
 
@@ -107,5 +110,38 @@ inline bool cuda_case_runs() {
   }
   return false;
 }
+
+// Rank 0's timeline over a run of steps in which a parameter is frozen (only rank 0 records;
+// nothing is reduced at size 1): no collective named `frozen` ran (one of zeros would leave the
+// values in place, so only the timeline shows it), while one named `trained` did.
+class FrozenSteps {
+ public:
+  FrozenSteps(std::string frozen, std::string trained, const std::string& file)
+      : frozen_(std::move(frozen)), trained_(std::move(trained)),
+        path_(file + "_np" + std::to_string(hvd::size()) + ".json") {}
+  void begin() {
+    if (hvd::size() == 1 || recording_) return;
+    hvd::start_timeline(path_);
+    recording_ = true;
+  }
+  void end() {
+    if (!recording_) return;
+    hvd::stop_timeline();
+    recording_ = false;
+    if (hvd::rank() != 0) return;
+    std::ifstream file(path_);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::remove(path_.c_str());
+    CHECK(text.str().find(trained_) != std::string::npos);
+    INFO("collectives named " << frozen_ << "* while it was frozen");
+    CHECK(text.str().find(frozen_) == std::string::npos);
+  }
+
+ private:
+  std::string frozen_, trained_, path_;
+  bool recording_ = false;
+};
+
 
 }  // namespace hvd_test
