@@ -178,6 +178,32 @@ def test_a_model_changed_in_place_after_wrapping_keeps_reducing_during_backward(
     assert torch.allclose(layer.bias, torch.full((5,), -1.0, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("op", [hvd.Average, hvd.Adasum], ids=["average", "adasum"])
+def test_a_model_cast_after_wrapping_and_zeroed_through_the_model_reduces_during_backward_again(op, rank, size):
+    """module.to(float64) after wrapping, with model.zero_grad() (the optimizer's zero_grad() never
+    runs, so it cannot renew the hooks there): the first step's gradients wait for step(), which
+    moves the hooks, and from the next backward on they go out while backward runs again."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(layer.parameters(), lr=0.5),
+                                   named_parameters=layer.named_parameters(), op=op)
+    layer.to(torch.float64)
+    start = layer.bias.detach().clone()
+    x = torch.ones(2, 4, dtype=torch.float64)
+    for step in range(3):
+        layer.zero_grad()
+        layer(x if op == hvd.Adasum else x * (rank + 1)).sum().backward()
+        hooked = set(opt._handles)
+        opt.step()
+        if size > 1:  # one rank registers no hooks
+            assert hooked == (set() if step == 0 else set(layer.parameters())), step
+        if op == hvd.Average:  # the mean over ranks of (rank + 1), twice (two rows of ones)
+            assert torch.allclose(layer.weight.grad, torch.full((3, 4), size + 1.0, dtype=torch.float64)), step
+    # The bias's gradient is 2 on every rank (Adasum: identical updates, combined into that
+    # update): three steps of 0.5 * 2.
+    assert torch.allclose(layer.bias, start - 3.0, atol=1e-12)
+
+
 def set_trainable(module, trainable):
     for p in module.parameters():
         p.requires_grad_(trainable)

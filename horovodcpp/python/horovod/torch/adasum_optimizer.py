@@ -91,6 +91,7 @@ class _DistributedAdasumOptimizer(GradientHooks):
         # after wrapping] in gradient_hooks.py).
         pending = self._trainable_now({p for p, (handle, _) in self._handles.items() if handle is not None})
         if pending:
+            self._renew_replaced_hooks([p for p in pending if p not in self._handles])
             self._hold(pending)
             with _C.SubmissionBatch():
                 for p in pending:

@@ -141,16 +141,18 @@ class GradientHooks:
             self._hook_gradients(unhooked)
         return trainable
 
-    def _renew_replaced_hooks(self):
+    def _renew_replaced_hooks(self, params=None):
         """Note [A parameter's data replaced] (horovodcpp/torch/gradient_reducer.cc, the same for
         the LibTorch front end): ``p.data = ...`` or ``module.to()`` with another shape, dtype or
         device after the optimizer was built. Autograd then builds a new accumulator for another
         dtype or device, without our hook (every reduction waited for synchronize()), and for
         another shape keeps the one we hold and refuses the new gradient ("Function
-        AddmmBackward0 returned an invalid gradient"). At zero_grad() the hooks of such parameters
-        move to fresh accumulators (not at step() as well, unlike LibTorch's: the check costs about
-        0.25 us per parameter in Python, each step)."""
-        replaced = [p for p, (_, _, layout) in self._grad_accs.items() if _layout(p) != layout]
+        AddmmBackward0 returned an invalid gradient"). The hooks of such parameters move to fresh
+        accumulators at zero_grad(), and at step() for ``params``, those whose hook did not run
+        in this step (after a model.zero_grad(), the optimizer's never ran): the check costs
+        about 0.25 us per parameter in Python, too much for every parameter at every step."""
+        candidates = self._grad_accs if params is None else [p for p in params if p in self._grad_accs]
+        replaced = [p for p in candidates if _layout(p) != self._grad_accs[p][2]]
         for p in replaced:
             self._grad_accs.pop(p)[1].remove()  # and the old accumulator with it
         if replaced:

@@ -189,8 +189,9 @@ class _DistributedOptimizer(GradientHooks):
         if not self.process_set.included():
             self._synchronized = True
             return
-        submitted = set()
+        submitted, hooked = set(), set()  # hooked: whose hook ran in this step
         for key, (handle, _) in list(self._handles.items()):
+            hooked.update(key if isinstance(key, tuple) else (key,))
             if handle is None:
                 del self._handles[key]
             else:
@@ -202,6 +203,7 @@ class _DistributedOptimizer(GradientHooks):
         # wrapping] (gradient_hooks.py).
         pending = self._trainable_now(submitted) if self._reduces else []
         if pending:
+            self._renew_replaced_hooks([p for p in pending if p not in hooked])
             outgoing = [self._trainable_members(self._p_to_group.get(p) or (p,)) for p in pending]
             self._hold([gp for members in outgoing for gp in members])
             with _C.SubmissionBatch():
