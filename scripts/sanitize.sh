@@ -36,9 +36,11 @@ run_asan() {
 
 # The NCCL backend on the emulated CUDA runtime and NCCL (headers from /usr/local/cuda; no nvcc
 # build, no GPU): built into the TSan stage when the toolkit is here.
+# The fault sweep too: under TSan it found a failed node step's host step racing the stream's copy
+# into the host staging buffer (Note [A failed node step drains the stream before the host step]).
 emulated_targets=(test_emulated_cuda_nccl test_nccl_collectives_emulated test_nccl_faults_emulated
-                  test_nccl_mixed_workload_emulated)
-emulated_tests='|test_emulated_cuda_nccl_np2|test_nccl_(collectives|mixed_workload)_emulated_np2|test_nccl_faults_[a-z_]*_emulated_np2'
+                  test_nccl_mixed_workload_emulated test_nccl_fault_sweep_emulated)
+emulated_tests='|test_emulated_cuda_nccl_np2|test_nccl_(collectives|mixed_workload)_emulated_np2|test_nccl_faults_[a-z_]*_emulated_np2|test_nccl_fault_sweep_emulated'
 
 run_tsan() {
   local b=${TSAN_BUILD_DIR:-build-tsan} cuda=OFF targets=() tests=$tsan_tests

@@ -52,7 +52,13 @@ ncclResult_t NcclContext::settle(ncclComm_t comm) {
   }
 }
 
-ncclUniqueId NcclContext::share_unique_id(const Communicator& group) {
+// Note [An aborted rank refuses new communicators at once]: a rank whose communicators were
+// aborted joins no new one (its later ops fail at once), and the other ranks of a group being
+// created would wait for it inside ncclCommInitRank until HOROVOD_START_TIMEOUT (30 s by
+// default): after a failure in a process set, the next op of the world took that long to fail
+// on the ranks outside the set. With the unique id every rank says whether it joins, and a
+// refusal fails the creation on every rank of the group at once, naming the refusing ranks.
+ncclUniqueId NcclContext::share_unique_id(const Communicator& group, bool joining) {
   ncclUniqueId id{};
   if (group.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
@@ -66,12 +72,26 @@ ncclUniqueId NcclContext::share_unique_id(const Communicator& group) {
     throw NcclFailure("the NCCL unique id from the group's rank 0 has " + std::to_string(sent.size()) + " bytes, not " +
                       std::to_string(sizeof(id)));
   std::memcpy(&id, sent.data(), sizeof(id));
+  std::vector<std::uint64_t> refusing((group.size() + 63) / 64, 0);
+  if (!joining) refusing[group.rank() / 64] |= std::uint64_t{1} << (group.rank() % 64);
+  try {
+    group.control().bitwise_or(refusing);
+  } catch (const std::exception& e) {
+    throw NcclFailure(std::string("agreeing on who joins the NCCL communicator failed: ") + e.what());
+  }
+  std::vector<int> refused;
+  for (int r = 0; r < group.size(); ++r)
+    if ((refusing[r / 64] >> (r % 64)) & 1) refused.push_back(group.global_rank(r));
+  if (joining && !refused.empty())
+    throw NcclGroupFailure("creating the NCCL communicator of " + describe_group(group) + " failed: rank(s) " +
+                           ranks_string(refused) + " aborted their NCCL communicators after an earlier failure and " +
+                           "join no new one");
   return id;
 }
 
 // See Note [Bounded NCCL communicator lifecycle].
 ncclComm_t NcclContext::create_comm(const Communicator& group) {
-  const ncclUniqueId id = share_unique_id(group);
+  const ncclUniqueId id = share_unique_id(group, true);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -100,7 +120,7 @@ ncclComm_t NcclContext::comm_for(const Communicator& group) {
     if (failed_.load() && aborted_groups_.count(group.id()) != 0) return nullptr;
   }
   if (failed_.load()) {  // Note [An aborted rank still takes part in the host steps]
-    share_unique_id(group);
+    share_unique_id(group, false);
     throw NcclGroupFailure(aborted_error());
   }
   ncclComm_t comm = create_comm(group);
@@ -287,11 +307,33 @@ std::string NcclContext::label(const std::vector<TensorTableEntry>& entries, con
   return std::string("NCCL ") + op_name + " of [" + entry_names(entries) + "] on rank " + std::to_string(world_.rank());
 }
 
+// Note [A failed node step drains the stream before the host step]: the host step that follows
+// reads and writes the host staging buffer, and the stream may still hold the copy into it behind
+// a collective that a peer's failure left waiting (wait_stream() returns at the asynchronous
+// error, not when the stream is done). After the abort that collective ends and the copy lands:
+// waited for here, so it cannot land during the host step (TSan found the race, in the fault
+// sweep's device Adasum cases) or in a later op's use of the buffer.
 void NcclContext::finish_node_step(const std::vector<TensorTableEntry>& entries, const char* op_name, Launch& launch,
                                    const char* waiting_for) {
   std::string error;
   if (launch.ok() && !wait_stream(&error)) launch.fail(std::string("waiting for ") + waiting_for + ": " + error);
+  if (launch.ok()) return;
   if (launch.shared_failure()) abort_all(label(entries, op_name) + " failed: " + launch.error());
+  drain_stream();
+}
+
+void NcclContext::drain_stream() {
+  // Aborted collectives end promptly (ncclCommAbort); a stream still busy after this is stuck.
+  constexpr double kLimitSeconds = 10;
+  const auto start = Clock::now();
+  while (cudaStreamQuery(stream_) == cudaErrorNotReady) {
+    if (std::chrono::duration<double>(Clock::now() - start).count() > kLimitSeconds) {
+      log_warn("the NCCL stream still runs " + seconds(kLimitSeconds) +
+               " after the communicators were aborted; the host staging buffer is used regardless");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 Status NcclContext::finish_async(std::vector<TensorTableEntry>& entries, const char* op_name, const Launch& launch) {

@@ -109,6 +109,9 @@ class NcclContext {
   // Waits on the host until the stream has run what is enqueued; false (with `error`) on an
   // asynchronous NCCL error or after HOROVOD_LIVENESS_TIMEOUT_SECONDS.
   bool wait_stream(std::string* error);
+  // After a failed node step: waits (bounded) until the stream has run what was enqueued, the
+  // aborted collectives included, whatever the asynchronous errors say.
+  void drain_stream();
   // Polls a nonblocking communicator until it leaves ncclInProgress (bounded; see
   // Note [Bounded NCCL communicator lifecycle]): its state, or ncclSystemError after the bound.
   ncclResult_t settle(ncclComm_t comm);
@@ -147,7 +150,10 @@ class NcclContext {
   std::string label(const std::vector<TensorTableEntry>& entries, const char* op_name) const;
   ncclComm_t comm_for(const Communicator& group);  // created on first use
   ncclComm_t create_comm(const Communicator& group);
-  ncclUniqueId share_unique_id(const Communicator& group);  // through the group's control channel
+  // Through the group's control channel, with whether this rank joins; throws NcclGroupFailure
+  // on the joining ranks when another refuses (Note [An aborted rank refuses new communicators at
+  // once]).
+  ncclUniqueId share_unique_id(const Communicator& group, bool joining);
   // Finalizes within the bound and destroys; aborts instead after an error or the bound.
   void release(const std::map<int, ncclComm_t>& comms);
   std::string async_error() const;
