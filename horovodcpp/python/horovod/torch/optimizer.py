@@ -189,11 +189,10 @@ class _DistributedOptimizer(GradientHooks):
         if not self.process_set.included():
             self._synchronized = True
             return
-        submitted, hooked = set(), set()  # hooked: whose hook ran in this step
-        for key, (handle, _) in list(self._handles.items()):
-            hooked.update(key if isinstance(key, tuple) else (key,))
+        submitted, unsent = set(), []
+        for key, (handle, _) in self._handles.items():
             if handle is None:
-                del self._handles[key]
+                unsent.append(key)
             else:
                 submitted.update(key if isinstance(key, tuple) else (key,))
         # Parameters whose allreduce is not out yet (held for the end of backward, no gradient on
@@ -202,8 +201,11 @@ class _DistributedOptimizer(GradientHooks):
         # rest of their group, as one batch. See Note [Parameters frozen or unfrozen after
         # wrapping] (gradient_hooks.py).
         pending = self._trainable_now(submitted) if self._reduces else []
+        if pending:  # those whose hook did not run in this step are not in _handles
+            self._renew_replaced_hooks([p for p in pending if p not in self._handles])
+        for key in unsent:
+            del self._handles[key]
         if pending:
-            self._renew_replaced_hooks([p for p in pending if p not in hooked])
             outgoing = [self._trainable_members(self._p_to_group.get(p) or (p,)) for p in pending]
             self._hold([gp for members in outgoing for gp in members])
             with _C.SubmissionBatch():
