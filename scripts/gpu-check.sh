@@ -459,6 +459,10 @@ step_multirank() {
   # 2 nodes x 2 ranks: hierarchical allreduce, and device Adasum on one chunk per local rank.
   run "$log" 90 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=2 HOROVOD_HIERARCHICAL_ALLREDUCE=1 \
     mpirun "${mpirun_flags[@]}" -np 4 "$collectives" "[allreduce],[adasum]" || rc=1
+  # The same with the ranks dealt to the nodes round robin (mpirun --map-by node): node-major
+  # order is then a real permutation of the ranks.
+  run "$log" 90 "${env_cmd[@]}" HVD_TEST_FAKE_LOCAL_SIZE=2 HVD_TEST_FAKE_PLACEMENT=round_robin \
+    HOROVOD_HIERARCHICAL_ALLREDUCE=1 mpirun "${mpirun_flags[@]}" -np 4 "$collectives" "[allreduce],[adasum]" || rc=1
   run "$log" 90 "${env_cmd[@]}" HOROVOD_DYNAMIC_PROCESS_SETS=1 mpirun "${mpirun_flags[@]}" -np 4 "$processes" || rc=1
   # A random mix of every collective, in each rank's own order, a set of ranks 0 and 1 beside.
   run "$log" 90 "${env_cmd[@]}" HOROVOD_DYNAMIC_PROCESS_SETS=1 HVD_TEST_ROUNDS=20 mpirun "${mpirun_flags[@]}" -np 3 \
