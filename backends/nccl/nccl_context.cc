@@ -72,16 +72,13 @@ ncclUniqueId NcclContext::share_unique_id(const Communicator& group, bool joinin
     throw NcclFailure("the NCCL unique id from the group's rank 0 has " + std::to_string(sent.size()) + " bytes, not " +
                       std::to_string(sizeof(id)));
   std::memcpy(&id, sent.data(), sizeof(id));
-  std::vector<std::uint64_t> refusing((group.size() + 63) / 64, 0);
-  if (!joining) refusing[group.rank() / 64] |= std::uint64_t{1} << (group.rank() % 64);
+  std::vector<int> refused;
   try {
-    group.control().bitwise_or(refusing);
+    refused = group.control().flagged_ranks(!joining);
   } catch (const std::exception& e) {
     throw NcclFailure(std::string("agreeing on who joins the NCCL communicator failed: ") + e.what());
   }
-  std::vector<int> refused;
-  for (int r = 0; r < group.size(); ++r)
-    if ((refusing[r / 64] >> (r % 64)) & 1) refused.push_back(group.global_rank(r));
+  for (int& r : refused) r = group.global_rank(r);
   if (joining && !refused.empty())
     throw NcclGroupFailure("creating the NCCL communicator of " + describe_group(group) + " failed: rank(s) " +
                            ranks_string(refused) + " aborted their NCCL communicators after an earlier failure and " +

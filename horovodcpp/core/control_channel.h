@@ -33,6 +33,17 @@ class ControlChannel {
   virtual void bitwise_and(std::vector<std::uint64_t>& bits) = 0;
   // Element-wise bitwise OR across ranks, in place.
   virtual void bitwise_or(std::vector<std::uint64_t>& bits) = 0;
+  // Every rank says whether it is flagged; every rank gets the flagged ranks, in order (one
+  // bitwise_or of a bit per rank).
+  std::vector<int> flagged_ranks(bool flagged) {
+    std::vector<std::uint64_t> bits((size() + 63) / 64, 0);
+    if (flagged) bits[rank() / 64] |= std::uint64_t{1} << (rank() % 64);
+    bitwise_or(bits);
+    std::vector<int> ranks;
+    for (int r = 0; r < size(); ++r)
+      if ((bits[r / 64] >> (r % 64)) & 1) ranks.push_back(r);
+    return ranks;
+  }
 
   // Cycle start, the mechanism only: when to look and when to ask is the CyclePacer's (core/
   // cycle_pacer.h). The coordinator (rank 0) starts every cycle by announcing it to every other

@@ -237,13 +237,7 @@ Status Executor::remove_process_set(const Response& response) {
     return Status::error("hvd::remove_process_set: process set " + std::to_string(id) +
                          (sets_.was_removed(id) ? " was already removed" : " is not registered"));
   const bool busy = queue_.has_entries(id) || (set->controller && set->controller->busy());
-  ControlChannel& channel = world_.control();
-  std::vector<std::uint64_t> bits((channel.size() + 63) / 64, 0);
-  if (busy) bits[channel.rank() / 64] |= std::uint64_t{1} << (channel.rank() % 64);
-  channel.bitwise_or(bits);
-  std::vector<int> busy_ranks;
-  for (int r = 0; r < channel.size(); ++r)
-    if ((bits[r / 64] >> (r % 64)) & 1) busy_ranks.push_back(r);
+  const std::vector<int> busy_ranks = world_.control().flagged_ranks(busy);
   if (!busy_ranks.empty())
     return Status::error("hvd::remove_process_set: " + describe_process_set(id, set->ranks) +
                          " still has operations in flight on rank" + (busy_ranks.size() > 1 ? "s " : " ") +

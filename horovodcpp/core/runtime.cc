@@ -175,12 +175,7 @@ void Runtime::set_up_on_world() {
 
 std::string Runtime::agree_on_init(const std::string& local_error) {
   ControlChannel& channel = world_->control();
-  std::vector<std::uint64_t> failed((channel.size() + 63) / 64, 0);
-  if (!local_error.empty()) failed[channel.rank() / 64] |= std::uint64_t{1} << (channel.rank() % 64);
-  channel.bitwise_or(failed);
-  std::vector<int> ranks;
-  for (int r = 0; r < channel.size(); ++r)
-    if ((failed[r / 64] >> (r % 64)) & 1) ranks.push_back(r);
+  const std::vector<int> ranks = channel.flagged_ranks(!local_error.empty());
   if (ranks.empty()) return {};
   // The lowest failing rank's reason reaches every rank.
   const int first = ranks.front();
