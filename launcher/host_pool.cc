@@ -21,10 +21,12 @@ int HostPool::mark_failed(const std::string& host, int running, Clock::time_poin
   return seconds;
 }
 
+bool HostPool::BadSlot::active(Clock::time_point now) const { return !until || now < *until; }
+
 int HostPool::bad_slots(const std::string& host, Clock::time_point now) const {
   int n = 0;
   for (const auto& b : bad_)
-    if (b.host == host && (!b.until || now < *b.until)) ++n;
+    if (b.host == host && b.active(now)) ++n;
   return n;
 }
 
@@ -36,11 +38,14 @@ int HostPool::bad_slots(const std::string& host, Clock::time_point now) const {
 std::vector<HostSlots> HostPool::usable(Clock::time_point now) const {
   std::vector<HostSlots> out;
   for (const auto& h : discovered_) {
-    int known = 0;
-    for (const auto& b : bad_)
-      if (b.host == h.host && (!b.until || now < *b.until)) known = std::max(known, b.known_slots);
+    int bad = 0, known = 0;
+    for (const auto& b : bad_) {
+      if (b.host != h.host || !b.active(now)) continue;
+      ++bad;
+      known = std::max(known, b.known_slots);
+    }
     const int dropped = std::max(0, known - h.slots);
-    const int slots = h.slots - std::max(0, bad_slots(h.host, now) - dropped);
+    const int slots = h.slots - std::max(0, bad - dropped);
     if (slots > 0) out.push_back({h.host, slots});
   }
   return out;
@@ -59,7 +64,7 @@ std::vector<HostSlots> HostPool::assign(int np, Clock::time_point now) const {
 std::vector<std::string> HostPool::blacklisted(Clock::time_point now) const {
   std::vector<std::string> out;
   for (const auto& b : bad_)
-    if ((!b.until || now < *b.until) && std::find(out.begin(), out.end(), b.host) == out.end())
+    if (b.active(now) && std::find(out.begin(), out.end(), b.host) == out.end())
       out.push_back(b.host);
   return out;
 }
@@ -70,7 +75,7 @@ std::string HostPool::blacklist_summary(Clock::time_point now) const {
     std::optional<Clock::time_point> latest;
     bool forever = false;
     for (const auto& b : bad_) {
-      if (b.host != host || (b.until && now >= *b.until)) continue;
+      if (b.host != host || !b.active(now)) continue;
       if (!b.until) forever = true;
       else if (!latest || *b.until > *latest) latest = b.until;
     }

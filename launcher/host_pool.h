@@ -47,6 +47,7 @@ class HostPool {
     std::string host;
     std::optional<Clock::time_point> until;  // none: for good
     int known_slots = 0;  // the host's slots when it failed: those running, or offered if more
+    bool active(Clock::time_point now) const;  // still left out at `now`
   };
   int bad_slots(const std::string& host, Clock::time_point now) const;
 
