@@ -204,11 +204,6 @@ def test_a_model_cast_after_wrapping_and_zeroed_through_the_model_reduces_during
     assert torch.allclose(layer.bias, start - 3.0, atol=1e-12)
 
 
-def set_trainable(module, trainable):
-    for p in module.parameters():
-        p.requires_grad_(trainable)
-
-
 @pytest.mark.parametrize("during_backward", [False, True], ids=["after_backward", "during_backward"])
 @pytest.mark.parametrize("options", [dict(), dict(groups=2), dict(op=hvd.Adasum)], ids=["plain", "groups", "adasum"])
 def test_layers_frozen_or_unfrozen_after_wrapping_train_as_one_process(options, during_backward, rank, size):
@@ -222,8 +217,8 @@ def test_layers_frozen_or_unfrozen_after_wrapping_train_as_one_process(options, 
     model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.Tanh(), torch.nn.Linear(6, 4), torch.nn.Tanh(),
                                 torch.nn.Linear(4, 1)).double()
     reference = copy.deepcopy(model)
-    set_trainable(model[0], False)
-    set_trainable(reference[0], False)
+    model[0].requires_grad_(False)
+    reference[0].requires_grad_(False)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.1),
                                    named_parameters=model.named_parameters(), **options)
     opt._defer_host_gradients = not during_backward  # both ways a host gradient goes out
@@ -232,8 +227,8 @@ def test_layers_frozen_or_unfrozen_after_wrapping_train_as_one_process(options, 
     first_layer = model[0].weight.detach().clone()
     for step in range(7):
         if step == 2:
-            set_trainable(model[0], True)
-            set_trainable(reference[0], True)
+            model[0].requires_grad_(True)
+            reference[0].requires_grad_(True)
         if step == 4:  # the weight alone: with groups=2, its group's other member (the bias) goes on
             model[4].weight.requires_grad_(False)
             reference[4].weight.requires_grad_(False)

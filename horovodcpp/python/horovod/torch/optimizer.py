@@ -201,11 +201,11 @@ class _DistributedOptimizer(GradientHooks):
         # rest of their group, as one batch. See Note [Parameters frozen or unfrozen after
         # wrapping] (gradient_hooks.py).
         pending = self._trainable_now(submitted) if self._reduces else []
-        if pending:  # those whose hook did not run in this step are not in _handles
-            self._renew_replaced_hooks([p for p in pending if p not in self._handles])
+        hook_did_not_run = [p for p in pending if p not in self._handles]  # before the unsent go
         for key in unsent:
             del self._handles[key]
         if pending:
+            self._renew_replaced_hooks(hook_did_not_run)
             outgoing = [self._trainable_members(self._p_to_group.get(p) or (p,)) for p in pending]
             self._hold([gp for members in outgoing for gp in members])
             with _C.SubmissionBatch():
