@@ -32,6 +32,18 @@ std::unique_ptr<torch::optim::Optimizer> momentum_sgd(const std::vector<torch::T
   return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
+// Checks that every rank holds exactly rank 0's parameters (a broadcast named `check`); returns
+// max |param - reference|, which rank 0 prints after `tag`.
+double checked_difference(torch::nn::Module& dist, const torch::nn::Module& ref, const std::string& check,
+                          const std::string& tag, const std::string& label) {
+  auto mine = flat(dist);
+  CHECK(torch::equal(ht::broadcast(mine, {0, check}), mine));
+  const double diff = hvd_test::max_abs_diff(dist, ref);
+  if (hvd::rank() == 0)
+    std::cout << tag << " " << label << " np=" << hvd::size() << ": max |param - reference| = " << diff << std::endl;
+  return diff;
+}
+
 // Trains one MLP with DistributedOptimizer (rank r takes rows [r*b, (r+1)*b) of each global
 // micro-batch) and a local reference with the same plain optimizer on the whole global
 // micro-batch; returns the largest parameter difference. With fp16, also checks the reduced
@@ -70,14 +82,7 @@ double train_against_reference(const ht::DistributedOptimizerOptions& options, c
     opt.step();
     ref_opt.step();
   }
-  // Every rank holds exactly rank 0's parameters.
-  auto mine = flat(*dist);
-  CHECK(torch::equal(ht::broadcast(mine, {0, "equivalence.check." + label}), mine));
-  const double diff = hvd_test::max_abs_diff(*dist, *ref);
-  if (rank == 0)
-    std::cout << "[torch equivalence] " << label << " np=" << size << ": max |param - reference| = " << diff
-              << std::endl;
-  return diff;
+  return checked_difference(*dist, *ref, "equivalence.check." + label, "[torch equivalence]", label);
 }
 
 // Two parameters: w takes part on every rank but 0, v on every rank; d loss/d w = c_r.
@@ -543,13 +548,7 @@ double toggled_against_reference(ht::GradientOverlap overlap, const std::string&
       CHECK(torch::equal(layer_values(dist_layer), before));
   }
   frozen_steps.end();
-  auto mine = hvd_test::flat(*dist);
-  CHECK(torch::equal(ht::broadcast(mine, {0, "toggled.check." + label}), mine));
-  const double diff = hvd_test::max_abs_diff(*dist, *ref);
-  if (rank == 0)
-    std::cout << "[torch requires_grad] " << label << " np=" << size << ": max |param - reference| = " << diff
-              << std::endl;
-  return diff;
+  return checked_difference(*dist, *ref, "toggled.check." + label, "[torch requires_grad]", label);
 }
 
 const char* overlap_label(ht::GradientOverlap overlap) {
