@@ -23,13 +23,6 @@ int HostPool::mark_failed(const std::string& host, int running, Clock::time_poin
 
 bool HostPool::BadSlot::active(Clock::time_point now) const { return !until || now < *until; }
 
-int HostPool::bad_slots(const std::string& host, Clock::time_point now) const {
-  int n = 0;
-  for (const auto& b : bad_)
-    if (b.host == host && b.active(now)) ++n;
-  return n;
-}
-
 // Note [A slot discovery dropped after a failure is the failed one]: a rank on a host of 8
 // fails and discovery then offers the host with 7 (its health check dropped the dead GPU).
 // Counting the failure again would leave 6, a healthy GPU out for good; so a bad slot counts
@@ -74,12 +67,13 @@ std::string HostPool::blacklist_summary(Clock::time_point now) const {
   for (const auto& host : blacklisted(now)) {
     std::optional<Clock::time_point> latest;
     bool forever = false;
+    int n = 0;
     for (const auto& b : bad_) {
       if (b.host != host || !b.active(now)) continue;
+      ++n;
       if (!b.until) forever = true;
       else if (!latest || *b.until > *latest) latest = b.until;
     }
-    const int n = bad_slots(host, now);
     out += (out.empty() ? "" : ", ") + host + " (" + std::to_string(n) + " slot" +
            (n == 1 ? "" : "s");
     if (forever) {

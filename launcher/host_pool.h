@@ -49,7 +49,6 @@ class HostPool {
     int known_slots = 0;  // the host's slots when it failed: those running, or offered if more
     bool active(Clock::time_point now) const;  // still left out at `now`
   };
-  int bad_slots(const std::string& host, Clock::time_point now) const;
 
   std::optional<Cooldown> cooldown_;
   std::vector<HostSlots> discovered_;
