@@ -7,6 +7,7 @@
 #   fault_sweep.sh SECONDS MPIEXEC [FLAGS...] -- PROGRAM
 # HVD_TEST_SWEEP_FILTER (an extended regex) runs only the cases whose names match.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/../common/bounded_job.sh"
 seconds=$1
 shift
 launcher=()
@@ -25,8 +26,8 @@ while read -r name np vars; do
   out=$dir/out
   start=$(date +%s.%N)
   # The case's variables reach every rank through mpiexec's environment.
-  env $vars HVD_TEST_SWEEP_CASE="$name" HVD_TEST_DIR="$dir" \
-    timeout -s KILL "$seconds" "${launcher[@]}" -np "$np" "$program" </dev/null >"$out" 2>&1
+  bounded_job "$seconds" "HVD_TEST_DIR=$dir" env $vars HVD_TEST_SWEEP_CASE="$name" HVD_TEST_DIR="$dir" \
+    "${launcher[@]}" -np "$np" "$program" </dev/null >"$out" 2>&1
   rc=$?
   elapsed=$(echo "$(date +%s.%N) - $start" | bc)
   ok=$(grep -c "^SWEEP rank [0-9]*: ok" "$out")
@@ -42,6 +43,7 @@ while read -r name np vars; do
   if [ "$verdict" != pass ]; then
     failed+=("$name")
     grep "^SWEEP\|failed:\|EMULATED\|terminate\|Abort\|error" "$out" | head -20 | sed 's/^/    /'
+    sed -n '/^STUCK JOB/,$p' "$out" | sed 's/^/    /'  # where an overrun job's processes were
   fi
 done < <("$program" --list)
 total=$(echo "$(date +%s.%N) - $sweep_start" | bc)

@@ -5,6 +5,7 @@
 # session passed and the job ended by itself within SECONDS.
 #   stopped_job.sh SECONDS NP MPIEXEC [FLAGS...] -- PROGRAM [ARGS...]
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/../common/bounded_job.sh"
 seconds=$1 np=$2
 shift 2
 launcher=()
@@ -15,7 +16,7 @@ out=$dir/out
 trap 'rm -rf "$dir"' EXIT
 start=$(date +%s.%N)
 # HVD_TEST_DIR: the ranks leave together (tests/common/rank_markers.h).
-HVD_TEST_DIR=$dir timeout -s KILL "$seconds" "${launcher[@]}" -np "$np" -x HVD_TEST_DIR "$@" >"$out" 2>&1
+bounded_job "$seconds" "HVD_TEST_DIR=$dir" env HVD_TEST_DIR="$dir" "${launcher[@]}" -np "$np" -x HVD_TEST_DIR "$@" >"$out" 2>&1
 rc=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 cat "$out"
