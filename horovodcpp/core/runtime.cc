@@ -52,10 +52,18 @@ void Runtime::start() {
 bool Runtime::stop(std::optional<std::chrono::milliseconds> limit) {
   shutdown_requested_ = true;
   if (!thread_.joinable()) return !abandoned_.load();
-  bool finished = true;
-  if (limit && !abandoned_.load()) {
+  // Waits for the loop's end or the watchdog's verdict, whichever comes first: a loop stuck in
+  // MPI with a frozen peer (this rank's shutdown round, say) returns only when that peer does,
+  // and the watchdog gives up on it meanwhile (abandon()), which a join would never notice.
+  bool finished = false;
+  {
     std::unique_lock<std::mutex> lock(init_mutex_);
-    finished = init_cv_.wait_for(lock, *limit, [this] { return loop_done_ || abandoned_.load(); }) && loop_done_;
+    const auto settled = [this] { return loop_done_ || abandoned_.load(); };
+    if (limit)
+      init_cv_.wait_for(lock, *limit, settled);
+    else
+      init_cv_.wait(lock, settled);
+    finished = loop_done_;
   }
   if (abandoned_.load() || !finished) {
     thread_.detach();  // stuck in MPI for good; joining would hang this rank too
@@ -203,6 +211,10 @@ void Runtime::abandon(const std::string& reason) {
   }
   failed_ = true;
   abandoned_ = true;
+  {
+    std::lock_guard<std::mutex> lock(init_mutex_);  // so that a stop() about to wait sees it
+  }
+  init_cv_.notify_all();  // a stop() waiting for the loop gives up on it now
   running_ = false;
   log_error(reason);
   const Status failure = Status::aborted(reason);

@@ -7,6 +7,10 @@
 //   throw    the last rank lets an exception escape main (std::terminate)
 //   allocator  every step is an allgather, and the last rank's output allocator throws
 //            std::bad_alloc at step 20 (as out of memory), while the others already wait in it
+//   shutdown after 5 steps every rank marks $HVD_TEST_DIR/warm.<rank>; the last rank then idles
+//            (the script freezes it), the others wait for $HVD_TEST_DIR/stopped and call
+//            hvd::shutdown(), whose round needs the frozen rank: the watchdog's liveness timeout
+//            must end it. They print "rank R: hvd::shutdown() took S s" and exit 3.
 // A rank whose allreduce fails prints "rank R: caught after S s: MESSAGE", marks it in
 // $HVD_TEST_DIR/caught.<rank>, waits (at most 5 s) until every other surviving rank has too, calls
 // hvd::shutdown() (which must return promptly) and exits 3. The wait: each rank's liveness clock
@@ -37,6 +41,22 @@ void wait_for_survivors(const char* dir, int rank, int size) {
   if (dir != nullptr)
     hvd::test::mark_and_wait_for_ranks(std::string(dir) + "/caught.", rank, size - 1, std::chrono::seconds(5));
 }
+int shut_down_beside_frozen_rank(const char* dir, int rank, int size) {
+  const std::string at = dir != nullptr ? dir : ".";
+  std::ofstream(at + "/warm." + std::to_string(rank)) << rank << "\n";
+  if (rank == size - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // frozen meanwhile, then killed
+    return 5;
+  }
+  const auto waiting = Clock::now();
+  while (access((at + "/stopped").c_str(), F_OK) != 0 && since(waiting) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto stopping = Clock::now();
+  hvd::shutdown();
+  std::fprintf(stderr, "rank %d: hvd::shutdown() took %.1f s\n", rank, since(stopping));
+  wait_for_survivors(dir, rank, size);
+  return 3;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +68,7 @@ int main(int argc, char** argv) {
   auto t = hvd::HostTensor::allocate(hvd::DataType::Float32, {16});
   const auto start = Clock::now();
   for (long i = 0; since(start) < 60; ++i) {
+    if (mode == "shutdown" && i == 5) return shut_down_beside_frozen_rank(dir, rank, size);
     auto* p = static_cast<float*>(t->data());
     for (int k = 0; k < 16; ++k) p[k] = static_cast<float>(rank + 1);
     if (rank == size - 1 && i == 20) {

@@ -5,7 +5,9 @@
 #   fault_test.sh MPIRUN_AND_FLAGS... -- PROGRAM NP SCENARIO
 # SCENARIO: sigstop (the last rank is stopped with SIGSTOP), return, exit, throw, allocator
 # (fault_rank.cc). allocator runs without a stall shutdown time: only the failing rank's own
-# report can end the others' wait before the liveness timeout (1800 s).
+# report can end the others' wait before the liveness timeout (1800 s). sigstop_shutdown: the
+# last rank is stopped between operations and the others then call hvd::shutdown(), which must
+# return at the liveness timeout (3 s), not wait for the frozen rank forever.
 set -u
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 prog=$1 np=$2 scenario=$3
@@ -16,7 +18,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 now() { date +%s.%N; }
 
-mode=loop; [ "$scenario" = sigstop ] || mode=$scenario
+case $scenario in sigstop) mode=loop ;; sigstop_shutdown) mode=shutdown ;; *) mode=$scenario ;; esac
 stall_shutdown=${HOROVOD_STALL_SHUTDOWN_TIME_SECONDS:-3}; [ "$scenario" != allocator ] || stall_shutdown=0
 HVD_TEST_DIR=$dir HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$stall_shutdown \
   timeout -s KILL 90 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
@@ -28,6 +30,12 @@ if [ "$scenario" = sigstop ]; then
   sleep 1
   kill -STOP "$(cat "$dir/pid.$victim")"
   fault=$(now)
+elif [ "$scenario" = sigstop_shutdown ]; then
+  for _ in $(seq 400); do [ "$(ls "$dir" | grep -c '^warm\.')" -eq "$np" ] && break; sleep 0.05; done
+  [ "$(ls "$dir" | grep -c '^warm\.')" -eq "$np" ] || fail "not every rank finished its first steps"
+  kill -STOP "$(cat "$dir/pid.$victim")"
+  fault=$(now)
+  touch "$dir/stopped"
 else
   for _ in $(seq 200); do grep -q "rank $victim: leaving" "$dir/out" && break; sleep 0.05; done
   fault=$(now)
@@ -50,7 +58,16 @@ if [ "$scenario" = allocator ]; then  # the failing rank's own handle names the 
   [[ "$line" == *"ALLGATHER of 'step.gather' failed on rank $victim: std::bad_alloc"* ]] ||
     fail "rank $victim: its own error lacks the tensor or the reason: $line"
 fi
-for ((r = 0; r < victim; r++)); do
+shutdown_case=0; [ "$scenario" != sigstop_shutdown ] || shutdown_case=1
+for ((r = 0; r < victim && shutdown_case; r++)); do
+  took=$(sed -n "s/^rank $r: hvd::shutdown() took \([0-9.]*\) s$/\1/p" "$dir/out" | head -1)
+  if [ -z "$took" ]; then
+    fail "rank $r: hvd::shutdown() did not return beside the frozen rank"
+  elif [ "$(echo "$took > 15" | bc)" -eq 1 ]; then
+    fail "rank $r: hvd::shutdown() took $took s beside the frozen rank (the liveness timeout is 3 s)"
+  fi
+done
+for ((r = 0; r < victim && !shutdown_case; r++)); do
   line=$(grep "^rank $r: caught after" "$dir/out" | head -1)
   [ -n "$line" ] || { fail "rank $r reported no error"; continue; }
   [[ "$line" == *"${expect/@R@/$r}"* ]] || fail "rank $r: message lacks '${expect/@R@/$r}': $line"
