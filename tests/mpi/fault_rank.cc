@@ -41,6 +41,8 @@ void wait_for_survivors(const char* dir, int rank, int size) {
   if (dir != nullptr)
     hvd::test::mark_and_wait_for_ranks(std::string(dir) + "/caught.", rank, size - 1, std::chrono::seconds(5));
 }
+
+// Mode "shutdown" (see the top of this file); returns main's exit status.
 int shut_down_beside_frozen_rank(const char* dir, int rank, int size) {
   const std::string at = dir != nullptr ? dir : ".";
   std::ofstream(at + "/warm." + std::to_string(rank)) << rank << "\n";
