@@ -17,6 +17,12 @@ trap 'for f in "$dir"/pid.*; do [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/n
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 now() { date +%s.%N; }
+# Waits up to 20 s until every rank has written $dir/<prefix>.<rank>; fails with the words given.
+wait_for_marks() {
+  local prefix=$1 what=$2
+  for _ in $(seq 200); do [ "$(ls "$dir" | grep -c "^$prefix\.")" -eq "$np" ] && return; sleep 0.1; done
+  fail "not every rank $what"
+}
 
 case $scenario in sigstop) mode=loop ;; sigstop_shutdown) mode=shutdown ;; *) mode=$scenario ;; esac
 stall_shutdown=${HOROVOD_STALL_SHUTDOWN_TIME_SECONDS:-3}; [ "$scenario" != allocator ] || stall_shutdown=0
@@ -24,15 +30,13 @@ HVD_TEST_DIR=$dir HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$stall_shutdown \
   timeout -s KILL 90 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
   "$prog" "$mode" >"$dir/out" 2>&1 &
 job=$!
-for _ in $(seq 200); do [ "$(ls "$dir" | grep -c '^pid\.')" -eq "$np" ] && break; sleep 0.1; done
-[ "$(ls "$dir" | grep -c '^pid\.')" -eq "$np" ] || fail "not every rank started"
+wait_for_marks pid "started"
 if [ "$scenario" = sigstop ]; then
   sleep 1
   kill -STOP "$(cat "$dir/pid.$victim")"
   fault=$(now)
 elif [ "$scenario" = sigstop_shutdown ]; then
-  for _ in $(seq 400); do [ "$(ls "$dir" | grep -c '^warm\.')" -eq "$np" ] && break; sleep 0.05; done
-  [ "$(ls "$dir" | grep -c '^warm\.')" -eq "$np" ] || fail "not every rank finished its first steps"
+  wait_for_marks warm "finished its first steps"
   kill -STOP "$(cat "$dir/pid.$victim")"
   fault=$(now)
   touch "$dir/stopped"
@@ -58,16 +62,16 @@ if [ "$scenario" = allocator ]; then  # the failing rank's own handle names the 
   [[ "$line" == *"ALLGATHER of 'step.gather' failed on rank $victim: std::bad_alloc"* ]] ||
     fail "rank $victim: its own error lacks the tensor or the reason: $line"
 fi
-shutdown_case=0; [ "$scenario" != sigstop_shutdown ] || shutdown_case=1
-for ((r = 0; r < victim && shutdown_case; r++)); do
-  took=$(sed -n "s/^rank $r: hvd::shutdown() took \([0-9.]*\) s$/\1/p" "$dir/out" | head -1)
-  if [ -z "$took" ]; then
-    fail "rank $r: hvd::shutdown() did not return beside the frozen rank"
-  elif [ "$(echo "$took > 15" | bc)" -eq 1 ]; then
-    fail "rank $r: hvd::shutdown() took $took s beside the frozen rank (the liveness timeout is 3 s)"
+for ((r = 0; r < victim; r++)); do
+  if [ "$scenario" = sigstop_shutdown ]; then  # no operation failed: shutdown() must have returned
+    took=$(sed -n "s/^rank $r: hvd::shutdown() took \([0-9.]*\) s$/\1/p" "$dir/out" | head -1)
+    if [ -z "$took" ]; then
+      fail "rank $r: hvd::shutdown() did not return beside the frozen rank"
+    elif [ "$(echo "$took > 15" | bc)" -eq 1 ]; then
+      fail "rank $r: hvd::shutdown() took $took s beside the frozen rank (the liveness timeout is 3 s)"
+    fi
+    continue
   fi
-done
-for ((r = 0; r < victim && !shutdown_case; r++)); do
   line=$(grep "^rank $r: caught after" "$dir/out" | head -1)
   [ -n "$line" ] || { fail "rank $r reported no error"; continue; }
   [[ "$line" == *"${expect/@R@/$r}"* ]] || fail "rank $r: message lacks '${expect/@R@/$r}': $line"
