@@ -21,8 +21,11 @@ job_pids() {
   done
 }
 
+# The stacks take a few seconds a rank (gdb reads the binary's symbols): they stop after
+# BOUNDED_JOB_DESCRIBE_SECONDS (60) in all, so that an outer bound (ctest's TIMEOUT) can allow for them.
 describe_stuck_job() {
-  local seconds=$1 tag=$2 pid rank thread
+  local seconds=$1 tag=$2 pid rank thread left
+  local until=$(($(date +%s) + ${BOUNDED_JOB_DESCRIBE_SECONDS:-60}))
   echo "STUCK JOB: not ended within $seconds s; its processes ($tag):"
   for pid in $(job_pids "$tag"); do
     [ -d "/proc/$pid" ] || continue  # ended since
@@ -34,7 +37,13 @@ describe_stuck_job() {
     done
     # The ranks' stacks (mpiexec's own only show its event loop).
     if [ -n "$rank" ] && command -v gdb >/dev/null; then
-      timeout 30 gdb -p "$pid" -batch -nx -ex "thread apply all bt 20" 2>/dev/null | grep -E "^(Thread|#)" | sed 's/^/    /'
+      left=$((until - $(date +%s)))
+      if ((left < 2)); then
+        echo "    (no stacks: the description's ${BOUNDED_JOB_DESCRIBE_SECONDS:-60} s are spent)"
+      else
+        timeout $((left < 20 ? left : 20)) gdb -p "$pid" -batch -nx -ex "thread apply all bt 20" 2>/dev/null |
+          grep -E "^(Thread|#)" | sed 's/^/    /'
+      fi
     fi
   done
 }

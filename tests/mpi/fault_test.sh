@@ -9,6 +9,8 @@
 # last rank is stopped between operations and the others then call hvd::shutdown(), which must
 # return at the liveness timeout (3 s), not wait for the frozen rank forever.
 set -u
+# Describes the ranks of a job that overruns its bound, then kills them.
+bounded_run=$(dirname "${BASH_SOURCE[0]}")/../common/bounded_run.sh
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 prog=$1 np=$2 scenario=$3
 victim=$((np - 1))
@@ -27,7 +29,7 @@ wait_for_marks() {
 case $scenario in sigstop) mode=loop ;; sigstop_shutdown) mode=shutdown ;; *) mode=$scenario ;; esac
 stall_shutdown=${HOROVOD_STALL_SHUTDOWN_TIME_SECONDS:-3}; [ "$scenario" != allocator ] || stall_shutdown=0
 HVD_TEST_DIR=$dir HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$stall_shutdown \
-  timeout -s KILL 90 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
+  bash "$bounded_run" 90 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS \
   "$prog" "$mode" >"$dir/out" 2>&1 &
 job=$!
 wait_for_marks pid "started"

@@ -8,6 +8,8 @@
 # rank is in it.
 #   late_rank_test.sh MPIRUN_AND_FLAGS... -- PROGRAM NP
 set -u
+# Describes the ranks of a job that overruns its bound, then kills them.
+bounded_run=$(dirname "${BASH_SOURCE[0]}")/../common/bounded_run.sh
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 prog=$1 np=$2
 late=$((np - 1))
@@ -15,7 +17,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s.%N)
 HOROVOD_START_TIMEOUT=8 HVD_TEST_LATE_RANK=$late HVD_TEST_LATE_SECONDS=30 HVD_TEST_EXIT_ON_MATCH=3 HVD_TEST_LINGER_SECONDS=3 \
-  timeout -s KILL 60 "${args[@]}" -np "$np" -x HOROVOD_START_TIMEOUT -x HVD_TEST_LATE_RANK -x HVD_TEST_LATE_SECONDS \
+  bash "$bounded_run" 60 "${args[@]}" -np "$np" -x HOROVOD_START_TIMEOUT -x HVD_TEST_LATE_RANK -x HVD_TEST_LATE_SECONDS \
   -x HVD_TEST_EXIT_ON_MATCH -x HVD_TEST_LINGER_SECONDS "$prog" "did not reach hvd::init() within HOROVOD_START_TIMEOUT=8 s" >"$out" 2>&1
 rc=$?
 took=$(echo "$(date +%s.%N) - $start" | bc)

@@ -5,6 +5,8 @@
 # contents (it used to be truncated and overwritten with the trace, as root).
 #   timeline_symlink_test.sh PROGRAM MPIRUN_AND_FLAGS...
 set -u
+# Describes the ranks of a job that overruns its bound, then kills them.
+bounded_run=$(dirname "${BASH_SOURCE[0]}")/../common/bounded_run.sh
 prog=$1; shift
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -18,7 +20,7 @@ else
   echo "note: no second user here (not root, or setpriv fails): the link is made by this user"
 fi
 $planter ln -s "$dir/victim" "$dir/timeline.json" || { echo "FAIL: could not plant the link"; exit 1; }
-HOROVOD_TIMELINE=$dir/timeline.json timeout -s KILL 60 "$@" -np 2 -x HOROVOD_TIMELINE "$prog" >"$dir/out" 2>&1
+HOROVOD_TIMELINE=$dir/timeline.json bash "$bounded_run" 60 "$@" -np 2 -x HOROVOD_TIMELINE "$prog" >"$dir/out" 2>&1
 rc=$?
 cat "$dir/out"
 failures=0

@@ -3,6 +3,8 @@
 # fail on every rank at once (tests/torch/model_mismatch.cc), caught or not.
 #   model_mismatch.sh MPIRUN_AND_FLAGS... -- PROGRAM NP caught|uncaught [SCENARIO]
 set -u
+# Describes the ranks of a job that overruns its bound, then kills them.
+bounded_run=$(dirname "${BASH_SOURCE[0]}")/../common/bounded_run.sh
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 prog=$1 np=$2 mode=$3 scenario=${4:-}
 dir=$(mktemp -d)
@@ -10,7 +12,7 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 start=$(date +%s.%N)
-HVD_TEST_DIR=$dir OMP_NUM_THREADS=1 timeout -s KILL 100 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x OMP_NUM_THREADS \
+HVD_TEST_DIR=$dir OMP_NUM_THREADS=1 bash "$bounded_run" 100 "${args[@]}" -np "$np" -x HVD_TEST_DIR -x OMP_NUM_THREADS \
   "$prog" "$mode" $scenario >"$dir/out" 2>&1
 rc=$?
 took=$(echo "$(date +%s.%N) - $start" | bc)
