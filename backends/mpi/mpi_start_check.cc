@@ -40,14 +40,27 @@ struct Lookup {
   int rank;
 };
 
+// One round of lookups: what PMIx may still read or call back into until every answer came.
+struct LookupRound {
+  Arrivals arrivals;
+  std::vector<Lookup> lookups;
+  pmix_info_t timeout;  // PMIx keeps a pointer to it until it has handled each request
+  explicit LookupRound(int size) : lookups(size) {
+    arrivals.status.assign(size, 0);
+    PMIX_INFO_CONSTRUCT(&timeout);
+  }
+  ~LookupRound() { PMIX_INFO_DESTRUCT(&timeout); }
+};
+
 void on_lookup(pmix_status_t status, pmix_value_t*, void* data) {
   auto* lookup = static_cast<Lookup*>(data);
   Arrivals& a = *lookup->arrivals;
-  {
-    std::lock_guard<std::mutex> lock(a.mutex);
-    a.status[lookup->rank] = status == PMIX_SUCCESS ? 0 : -1;
-    --a.pending;
-  }
+  // Notified under the lock: once the waiter sees no answer pending it frees `a`, so nothing here
+  // may touch it after the unlock. (A notify after the unlock broadcast on freed memory, now and
+  // then reused by then: PMIx's progress thread hung in it, and with it every rank's MPI_Init.)
+  std::lock_guard<std::mutex> lock(a.mutex);
+  a.status[lookup->rank] = status == PMIX_SUCCESS ? 0 : -1;
+  --a.pending;
   a.cv.notify_all();
 }
 
@@ -104,27 +117,24 @@ void wait_for_every_rank(double timeout_seconds) {
   while (!missing.empty()) {
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) break;
-    // The lookups outlive this function if PMIx never answers: they are leaked on purpose then.
-    auto* arrivals = new Arrivals;
-    arrivals->status.assign(size, 0);
-    auto* lookups = new std::vector<Lookup>(size);
+    // The round outlives this function if PMIx never answers: it is leaked on purpose then.
+    auto* round = new LookupRound(size);
+    Arrivals* arrivals = &round->arrivals;
     const int seconds = std::max(1, static_cast<int>(left + 0.999));
-    pmix_info_t info;
-    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+    PMIX_INFO_LOAD(&round->timeout, PMIX_TIMEOUT, &seconds, PMIX_INT);
     for (int r : missing) {
-      (*lookups)[r] = {arrivals, r};
+      round->lookups[r] = {arrivals, r};
       pmix_proc_t peer;
       PMIX_PROC_CONSTRUCT(&peer);
       PMIX_LOAD_PROCID(&peer, me.nspace, static_cast<pmix_rank_t>(r));
       std::lock_guard<std::mutex> lock(arrivals->mutex);
       arrivals->status[r] = 1;
       ++arrivals->pending;
-      if (PMIx_Get_nb(&peer, kArrivedKey, &info, 1, on_lookup, &(*lookups)[r]) != PMIX_SUCCESS) {
+      if (PMIx_Get_nb(&peer, kArrivedKey, &round->timeout, 1, on_lookup, &round->lookups[r]) != PMIX_SUCCESS) {
         --arrivals->pending;
         arrivals->status[r] = 0;  // cannot ask: let MPI_Init decide
       }
     }
-    PMIX_INFO_DESTRUCT(&info);
     std::unique_lock<std::mutex> lock(arrivals->mutex);
     const bool answered = arrivals->cv.wait_for(lock, std::chrono::duration<double>(seconds + 2.0),
                                                 [&] { return arrivals->pending == 0; });
@@ -134,8 +144,7 @@ void wait_for_every_rank(double timeout_seconds) {
     missing = std::move(still);
     if (!answered) return;  // PMIx did not answer in time: leave the decision to MPI_Init
     lock.unlock();
-    delete lookups;
-    delete arrivals;
+    delete round;
     if (!missing.empty() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
