@@ -601,8 +601,9 @@ step_bench() {
     run "$log" 120 "${env_cmd[@]}" mpirun "${mpirun_flags[@]}" -np 2 "$benchmark" || rc=1
   fi
   if await_build; then
-    # Nine rounds in alternating order, the median of the paired ratios: one round, plain first,
-    # read 1.051x on the H200 where the optimizer at np=1 reduces nothing.
+    # Nine rounds in rotating order, the median of each round's ratio, and a control row (plain
+    # SGD again on its own copy of the model: the noise floor): one round, plain first, read
+    # 1.051x on the H200 where the optimizer at np=1 reduces nothing.
     run "$log" 120 mpirun "${mpirun_flags[@]}" -np 1 "$build/tests/gpu/torch_step_benchmark" 200 --rounds 9 || rc=1
   else
     echo "no LibTorch build: no DistributedOptimizer step rows" >> "$log"; rc=1

@@ -8,8 +8,12 @@
 //   --cpu       run on the host (no GPU needed)
 //   --model     mlp: 784-1024-1024-10 (default); small: 80 layers 32-32, 160 parameters of at
 //               most 4 KB, where the optimizer's fixed cost per parameter and step shows
-//   --rounds N  N rounds, each timing `steps` plain steps and `steps` DistributedOptimizer steps
-//               (in alternating order); prints the medians and the median of the paired ratios
+//   --rounds N  N rounds, each timing `steps` plain, DistributedOptimizer and control steps
+//               (the order rotating from round to round); prints the medians and the median of
+//               each round's ratio to the plain steps
+// A third variant, the control, is plain LibTorch SGD again on a third copy of the model: its row
+// is the noise floor of the comparison (where each copy's memory lies, the order within a round),
+// which a ratio of ours has to exceed before it says anything about the optimizer.
 // With --cpu, a second row gives the training thread's own CPU time per step
 // (CLOCK_THREAD_CPUTIME_ID): the optimizer's fixed cost per step is its difference, and unlike
 // wall time it does not count the time other processes take the core (a shared machine) or the
@@ -158,25 +162,30 @@ int main(int argc, char** argv) {
       torch::optim::SGD(hvd_model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9)),
       hvd_model->named_parameters());
 
+  auto control_model = make_model(c, device);
+  torch::optim::SGD control(control_model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+
   const int warmup = 20;
   time_steps(c, plain_model, plain, x, y, warmup);
   time_steps(c, hvd_model, ours, x, y, warmup);
-  std::vector<double> plain_ms, ours_ms, ratios, plain_cpu, ours_cpu, cpu_ratios;
+  time_steps(c, control_model, control, x, y, warmup);
+  // Per variant (0 plain, 1 ours, 2 control): each round's time, CPU time and ratios to plain.
+  constexpr int kVariants = 3;
+  std::vector<double> wall[kVariants], cpu[kVariants], wall_ratio[kVariants], cpu_ratio[kVariants];
   for (int r = 0; r < c.rounds; ++r) {
-    StepTime p, o;
-    if (r % 2 == 0) {
-      p = time_steps(c, plain_model, plain, x, y, c.steps);
-      o = time_steps(c, hvd_model, ours, x, y, c.steps);
-    } else {
-      o = time_steps(c, hvd_model, ours, x, y, c.steps);
-      p = time_steps(c, plain_model, plain, x, y, c.steps);
+    StepTime t[kVariants];
+    for (int k = 0; k < kVariants; ++k) {
+      const int v = (r + k) % kVariants;  // each variant takes each place in turn
+      if (v == 0) t[v] = time_steps(c, plain_model, plain, x, y, c.steps);
+      if (v == 1) t[v] = time_steps(c, hvd_model, ours, x, y, c.steps);
+      if (v == 2) t[v] = time_steps(c, control_model, control, x, y, c.steps);
     }
-    plain_ms.push_back(p.wall_ms);
-    ours_ms.push_back(o.wall_ms);
-    ratios.push_back(o.wall_ms / p.wall_ms);
-    plain_cpu.push_back(p.cpu_ms);
-    ours_cpu.push_back(o.cpu_ms);
-    cpu_ratios.push_back(o.cpu_ms / p.cpu_ms);
+    for (int v = 0; v < kVariants; ++v) {
+      wall[v].push_back(t[v].wall_ms);
+      cpu[v].push_back(t[v].cpu_ms);
+      wall_ratio[v].push_back(t[v].wall_ms / t[0].wall_ms);
+      cpu_ratio[v].push_back(t[v].cpu_ms / t[0].cpu_ms);
+    }
   }
 
   if (hvd::rank() == 0) {
@@ -185,18 +194,26 @@ int main(int argc, char** argv) {
                                         std::to_string(kSmallWidth) + "-" + std::to_string(kSmallWidth) + ", " +
                                         std::to_string(hvd_model->parameters().size()) + " parameters"
                                   : std::string("MLP 784-1024-1024-10");
-    const std::string how = c.rounds > 1 ? std::to_string(c.rounds) + " alternating rounds of " +
-                                               std::to_string(c.steps) + " steps, medians"
+    const std::string how = c.rounds > 1 ? std::to_string(c.rounds) + " rounds of " + std::to_string(c.steps) +
+                                               " steps in rotating order, medians"
                                          : std::to_string(c.steps) + " steps";
+    const std::string where = c.cpu ? ", CPU" : "";
+    const int np = hvd::size();
     std::printf("| measurement | horovodcpp | reference | reference is | ratio |\n|---|---|---|---|---|\n");
     std::printf("| training step (%s, batch %d, %s%s), np=%d | %.3f ms | %.3f ms | plain LibTorch SGD | %.3fx |\n",
-                model.c_str(), batch, how.c_str(), c.cpu ? ", CPU" : "", hvd::size(), median(ours_ms),
-                median(plain_ms), median(ratios));
-    if (c.cpu)
+                model.c_str(), batch, how.c_str(), where.c_str(), np, median(wall[1]), median(wall[0]),
+                median(wall_ratio[1]));
+    std::printf("| control: plain LibTorch SGD again, on a third copy of the model (%s%s), np=%d | %.3f ms | %.3f ms | "
+                "plain LibTorch SGD | %.3fx |\n",
+                how.c_str(), where.c_str(), np, median(wall[2]), median(wall[0]), median(wall_ratio[2]));
+    if (c.cpu) {
       std::printf("| training thread CPU per step (%s, batch %d, %s, CPU), np=%d | %.3f ms | %.3f ms | plain LibTorch "
                   "SGD | %.3fx |\n",
-                  model.c_str(), batch, how.c_str(), hvd::size(), median(ours_cpu), median(plain_cpu),
-                  median(cpu_ratios));
+                  model.c_str(), batch, how.c_str(), np, median(cpu[1]), median(cpu[0]), median(cpu_ratio[1]));
+      std::printf("| control: training thread CPU per step, plain LibTorch SGD again (%s, CPU), np=%d | %.3f ms | "
+                  "%.3f ms | plain LibTorch SGD | %.3fx |\n",
+                  how.c_str(), np, median(cpu[2]), median(cpu[0]), median(cpu_ratio[2]));
+    }
   }
   hvd::shutdown();
   return 0;
