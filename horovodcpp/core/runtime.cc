@@ -90,7 +90,9 @@ void Runtime::run_loop() {
 }
 
 void Runtime::background_main() {
-  pthread_setname_np(pthread_self(), "hvd-background");  // inherited by threads MPI starts from here
+  // Threads started from here inherit the name: those MPI and PMIx start inside MPI_Init are
+  // named "hvd-bg-init", so that only this thread is "hvd-background" once init is done.
+  pthread_setname_np(pthread_self(), "hvd-bg-init");
   background_tid_ = static_cast<long>(gettid());
   // The waits of this thread sleep for tens of microseconds at a time (it never spins); Linux's
   // default 50 us timer slack would stretch each of them several-fold.
@@ -104,6 +106,7 @@ void Runtime::background_main() {
     init_cv_.notify_all();
     return;
   }
+  pthread_setname_np(pthread_self(), "hvd-background");
   {
     std::lock_guard<std::mutex> lock(init_mutex_);
     running_ = true;
