@@ -1,5 +1,6 @@
 #include "tests/gpu/emulation/emulation.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -60,6 +61,8 @@ void fatal(const std::string& what) {
   std::fflush(stderr);
   std::abort();
 }
+
+void name_this_thread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 void random_delay() {
   const int most = config().max_delay_us;

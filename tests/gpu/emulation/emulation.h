@@ -56,6 +56,11 @@ const Config& config();
 // A random delay before each stream operation (thread-safe).
 void random_delay();
 
+// Names the calling thread (at most 15 characters), so that a stuck job's description
+// (tests/common/bounded_job.sh) tells the emulation's threads from the runtime's, whose names
+// they would inherit.
+void name_this_thread(const char* name);
+
 int current_device();
 void set_current_device(int device);
 

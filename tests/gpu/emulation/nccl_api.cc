@@ -110,6 +110,7 @@ ncclResult_t launch(const std::shared_ptr<CommState>& comm, const std::shared_pt
     comm->launched = true;
     comm->state.store(ncclInProgress);
     std::thread([comm, stream, op = std::move(op)]() mutable {
+      hvd::emu::name_this_thread("emu-nccl-launch");
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       hvd::emu::enqueue_on(*stream, std::move(op));
       int expected = ncclInProgress;
@@ -241,6 +242,7 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
   } else {
     state->state.store(ncclInProgress);
     state->helper = std::thread([state, join] {
+      hvd::emu::name_this_thread("emu-nccl-init");
       const ncclResult_t r = join();
       if (r != ncclSuccess) {
         if (!state->stopped()) state->fail(r, hvd::emu::last_error());
@@ -356,6 +358,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (s->blocking) return finalize_now(s);
   s->state.store(ncclInProgress);
   s->helper = std::thread([s] {
+    hvd::emu::name_this_thread("emu-nccl-final");
     if (finalize_now(s) != ncclSuccess) return;
     int expected = ncclInProgress;
     s->state.compare_exchange_strong(expected, ncclSuccess);

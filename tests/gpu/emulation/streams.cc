@@ -12,7 +12,10 @@
 namespace hvd::emu {
 
 void Stream::start() {
-  std::thread([self = shared_from_this()] { self->run(); }).detach();
+  std::thread([self = shared_from_this()] {
+    name_this_thread("emu-stream");
+    self->run();
+  }).detach();
 }
 
 void Stream::run() {
