@@ -2,40 +2,11 @@
 // tests end the runtime, so they run in a program of their own, in this order.
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
-
-#include <fstream>
-#include <string>
-#include <vector>
-
 #include "core/introspection.h"
 #include "test_support.h"
+#include "tests/common/process_threads.h"
 
 using namespace hvd;
-
-namespace {
-
-struct NamedThread {
-  long tid;
-  std::string name;
-};
-
-std::vector<NamedThread> threads_of_this_process() {
-  std::vector<NamedThread> out;
-  DIR* dir = opendir("/proc/self/task");
-  REQUIRE(dir != nullptr);
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream comm(std::string("/proc/self/task/") + entry->d_name + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    out.push_back({std::stol(entry->d_name), name});
-  }
-  closedir(dir);
-  return out;
-}
-
-}  // namespace
 
 // A stuck job is read from its threads' names (tests/common/bounded_job.sh): the threads MPI and
 // PMIx start inside MPI_Init inherit the name of the thread that calls it, and used to pass for
@@ -43,8 +14,10 @@ std::vector<NamedThread> threads_of_this_process() {
 TEST_CASE("the background thread is the only thread named hvd-background", "[lifecycle]") {
   REQUIRE(hvd::is_initialized());
   const long background = hvd::detail::background_thread_id();
+  const auto threads = hvd::test::threads_of_this_process();
+  REQUIRE_FALSE(threads.empty());
   int named = 0, from_init = 0;
-  for (const auto& t : threads_of_this_process()) {
+  for (const auto& t : threads) {
     if (t.name == "hvd-background") {
       CHECK(t.tid == background);
       ++named;

@@ -2,15 +2,13 @@
 // metadata and E events included) and keeps every row nested when it drops; the rows it
 // remembers are bounded while a recurring name keeps its row; no pid or tid is 0; the writer
 // thread is named.
-#include <dirent.h>
-
 #include <catch2/catch.hpp>
-#include <fstream>
 
 #include "timeline/timeline.h"
 #include "timeline/trace_check.h"
 #include "timeline/trace_merge.h"
 #include "timeline/trace_summary.h"
+#include "tests/common/process_threads.h"
 #include "timeline_test_util.h"
 
 using hvd::Timeline;
@@ -33,19 +31,6 @@ std::size_t timed_events(const TraceFile& trace) {
   std::size_t n = 0;
   for (const auto& e : trace.events) n += string_field(e, "ph") != "M";
   return n;
-}
-
-std::vector<std::string> thread_names() {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir("/proc/self/task");
-  REQUIRE(dir != nullptr);
-  while (dirent* entry = ::readdir(dir)) {
-    std::ifstream comm(std::string("/proc/self/task/") + entry->d_name + "/comm");
-    std::string name;
-    if (std::getline(comm, name)) names.push_back(name);
-  }
-  ::closedir(dir);
-  return names;
 }
 
 }  // namespace
@@ -149,8 +134,10 @@ TEST_CASE("no pid or tid is 0; a row's tid is its pid; the writer thread is name
   const std::string path = temp_path("ids");
   Timeline t;
   t.start(path, 0, true);
+  const auto threads = hvd::test::threads_of_this_process();
+  REQUIRE_FALSE(threads.empty());
   bool named = false;
-  for (const auto& name : thread_names()) named = named || name == "hvd-timeline";
+  for (const auto& thread : threads) named = named || thread.name == "hvd-timeline";
   CHECK(named);
   t.mark_cycle_start();
   t.negotiate_start("x", "ALLREDUCE");
