@@ -9,7 +9,7 @@
 args=(); while [ "$1" != "--" ]; do args+=("$1"); shift; done; shift
 PROGRAM=$1
 source "$(dirname "$0")/../launcher/common.sh"
-source "$(dirname "$0")/../common/bounded_job.sh"
+bounded_run=$(dirname "$0")/../common/bounded_run.sh
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 if [ "$(id -u)" != 0 ]; then echo "skipped: not root, so no second user can be simulated with setpriv"; exit 77; fi
 if ! $NOBODY true 2>/dev/null; then echo "skipped: '$NOBODY true' fails here (no setpriv or no CAP_SETUID)"; exit 77; fi
@@ -21,9 +21,8 @@ run_job() {
   rm -f "$HVD_TEST_DIR"/*
   local exports=(-x TMPDIR -x HOROVOD_ELASTIC_JOB -x HVD_TEST_DIR)
   [ -z "${HOROVOD_ELASTIC_DIR:-}" ] || exports+=(-x HOROVOD_ELASTIC_DIR)
-  # A hang ends in 137 after the ranks' stacks are printed (bounded_job.sh).
-  local tag="HVD_PLANTED_JOB=$$.$(date +%s%N)"
-  bounded_job 50 "$tag" env "$tag" "${args[@]}" -np 2 "${exports[@]}" "$PROGRAM" "$@"
+  # A hang ends in 137 after the ranks' stacks are printed (bounded_run.sh).
+  bash "$bounded_run" 50 "${args[@]}" -np 2 "${exports[@]}" "$PROGRAM" "$@"
 }
 # A commit file's header for this payload file and id: "HVDCOMMIT1 id=ID size=2 bytes=N fnv1a=X".
 header() {

@@ -15,7 +15,6 @@ mnist=$1 data=$2 app=$3 tool=$4 dir=$5 mpirun=$6
 shift 6
 here="$(cd "$(dirname "$0")" && pwd)"
 browser_dir="$here/browser"
-source "$here/../common/bounded_job.sh"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() {
   echo "FAIL: $*"
@@ -37,9 +36,8 @@ export HOROVOD_TIMELINE_ALL_RANKS=1 HOROVOD_TIMELINE_MARK_CYCLES=1
 
 # A real training run: rank 0 and rank 1 each record.
 if [ "$mnist" != none ] && [ -s "$data/train-images-idx3-ubyte" ]; then
-  # A hang fails with the ranks' stacks in the log (bounded_job.sh).
-  tag="HVD_BROWSER_TEST_JOB=$$.$(date +%s%N)"
-  HOROVOD_TIMELINE="$dir/run.json" bounded_job 300 "$tag" env "$tag" "$mpirun" "$@" -np 2 "$mnist" --data "$data" \
+  # A hang fails with the ranks' stacks in the log (bounded_run.sh).
+  HOROVOD_TIMELINE="$dir/run.json" bash "$here/../common/bounded_run.sh" 300 "$mpirun" "$@" -np 2 "$mnist" --data "$data" \
     --epochs 1 --checkpoint '' > "$dir/mpirun.log" 2>&1 || fail "the MNIST run failed"
   grep -q "accuracy" "$dir/mpirun.log" || fail "the MNIST run did not finish"
   echo "traced: MNIST, 1 epoch on 2 ranks"
